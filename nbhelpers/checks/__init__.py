@@ -1,0 +1,68 @@
+"""The check registry: the nine steps of DESIGN §2, in order.
+
+Each implemented step is a module here exposing ``STEP`` (a :class:`StepInfo`)
+and ``run(evidence) -> list[Finding]``: a pure function of the evidence, no I/O.
+A step without a module is reported as skipped, "not implemented yet".
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from nbhelpers.findings import STEP_ORDER
+
+if TYPE_CHECKING:
+    from nbhelpers.evidence import Evidence
+    from nbhelpers.findings import Finding
+
+CheckFunction = Callable[["Evidence"], "list[Finding]"]
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    id: str
+    title: str
+    question: str
+
+
+STEPS: tuple[StepInfo, ...] = (
+    StepInfo(
+        "endpoints",
+        "Endpoints and routing",
+        "Does the serving path have ready endpoints, and does the routing layer match the deployment mode?",
+    ),
+    StepInfo("probes", "Probes", "Do the probes fit the model's load time, and do they test the engine?"),
+    StepInfo("ports", "Ports", "Do the listening port, containerPort, Service targetPort and probe ports agree?"),
+    StepInfo("resources", "Resources", "Are requests and limits sane, GPUs schedulable and visible, memory enough?"),
+    StepInfo("cold_start", "Cold start", "Is scale-to-zero or a slow cold start behind the errors?"),
+    StepInfo("metric_pipeline", "Metric pipeline", "Can the autoscaler read its metric at all?"),
+    StepInfo(
+        "scale_target",
+        "Scale target",
+        "Does the autoscaler scale the workload that serves traffic, on a signal that fits an LLM?",
+    ),
+    StepInfo("queue_vs_oom", "Queue vs OOM", "Is it queueing, KV-cache pressure or GPU OOM, and do the flags fit?"),
+    StepInfo("timeouts", "Timeouts", "Are timeouts aligned from the client to the server, against observed latency?"),
+)
+assert tuple(step.id for step in STEPS) == STEP_ORDER
+
+STEP_BY_ID: dict[str, StepInfo] = {step.id: step for step in STEPS}
+
+
+def check_for(step_id: str) -> CheckFunction | None:
+    """The ``run`` function of a step's module, or ``None`` while the step is not implemented."""
+    module = _module(step_id)
+    return None if module is None else module.run
+
+
+def _module(step_id: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(f"nbhelpers.checks.{step_id}")
+    except ModuleNotFoundError as error:
+        if error.name == f"nbhelpers.checks.{step_id}":
+            return None
+        raise

@@ -1,0 +1,523 @@
+"""``gather()``: one pass that reads everything the checks need into :class:`Evidence`.
+
+Reads are few and batched: one list per kind per namespace (label selectors
+where the label is reliable), single GETs for named config maps and gateways,
+and logs of at most three predictor pods. Every read that fails is recorded as
+a :class:`ReadRecord` and the pass goes on; checks turn the missing pieces into
+``EvidenceMissing`` or ``StepSkipped``.
+
+Checks never read the clock: they use ``Evidence.observed_at``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from types import MappingProxyType
+from typing import TypeVar
+
+from nbhelpers import kube
+from nbhelpers.errors import ReadFailed, RunbookError
+from nbhelpers.metrics import catalog
+from nbhelpers.redact import redact_objects, redact_text
+from nbhelpers.sources import kinds
+from nbhelpers.sources.base import (
+    ClusterSource,
+    KubeObject,
+    LogRequest,
+    MetricsSource,
+    SeriesData,
+    describe_get,
+    describe_list,
+    describe_logs,
+)
+from nbhelpers.timeutil import Window, parse_k8s_time, query_step_seconds
+
+MAX_LOG_PODS = 3
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Target:
+    namespace: str
+    isvc: str
+
+
+@dataclass(frozen=True)
+class SiteConfig:
+    """Where cluster-wide configuration lives (installation-specific namespaces)."""
+
+    kserve_namespace: str = "kserve"
+    knative_namespace: str = "knative-serving"
+    log_tail_lines: int = 5000
+    log_limit_bytes: int = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ReadRecord:
+    """The outcome of one read: ``status`` is ``ok`` or a :class:`ReadFailed` status."""
+
+    what: str
+    status: str
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is missing because of this read (``skipped``: the source is not configured)."""
+        return self.status in ("ok", "skipped")
+
+
+@dataclass(frozen=True)
+class ContainerLog:
+    namespace: str
+    pod: str
+    container: str
+    previous: bool
+    text: str
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.container}.previous.log" if self.previous else f"{self.container}.log"
+
+
+@dataclass(frozen=True)
+class MetricData:
+    """One catalog query's answer for the window."""
+
+    id: str
+    promql: str
+    template_index: int
+    step: int
+    status: str  # ok | empty | error | unreachable
+    series: tuple[SeriesData, ...] = ()
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Everything the checks may look at for one InferenceService, read once."""
+
+    target: Target
+    window: Window
+    observed_at: datetime
+    isvc: KubeObject
+    deployment_mode: str
+    deployment_mode_raw: str
+    objects: Mapping[str, tuple[KubeObject, ...]]
+    events: tuple[KubeObject, ...]
+    logs: tuple[ContainerLog, ...]
+    metrics: Mapping[str, MetricData]
+    reads: tuple[ReadRecord, ...]
+    versions: Mapping[str, str]
+    sources: Mapping[str, str]
+    site: SiteConfig = SiteConfig()
+
+    def of(self, kind: kinds.Kind) -> tuple[KubeObject, ...]:
+        """Objects of one kind (empty when none exist or the read failed: see :meth:`failure`)."""
+        return self.objects.get(kind.key, ())
+
+    def failure(self, what: str) -> ReadRecord | None:
+        """The failed read record whose ``what`` starts with ``what``, if any."""
+        for record in self.reads:
+            if not record.ok and record.what.startswith(what):
+                return record
+        return None
+
+    def failures(self) -> tuple[ReadRecord, ...]:
+        return tuple(record for record in self.reads if not record.ok)
+
+    def not_seen(self) -> tuple[ReadRecord, ...]:
+        """Reads that failed or were skipped: the coverage line reports these."""
+        return tuple(record for record in self.reads if record.status != "ok")
+
+    def config_map(self, namespace: str, name: str) -> KubeObject | None:
+        for config in self.of(kinds.CONFIG_MAP):
+            if kube.namespace(config) == namespace and kube.name(config) == name:
+                return config
+        return None
+
+    def logs_of(self, pod: str) -> tuple[ContainerLog, ...]:
+        return tuple(log for log in self.logs if log.pod == pod)
+
+
+class _Reader:
+    """Runs reads against the sources and keeps a record of each."""
+
+    def __init__(self, cluster: ClusterSource) -> None:
+        self.cluster = cluster
+        self.records: list[ReadRecord] = []
+        self.objects: dict[str, dict[str, KubeObject]] = {}
+
+    def attempt(self, what: str, read: Callable[[], T]) -> T | None:
+        try:
+            value = read()
+        except ReadFailed as failure:
+            self.records.append(ReadRecord(what, failure.status, failure.reason))
+            return None
+        self.records.append(ReadRecord(what, "ok"))
+        return value
+
+    def keep(self, kind: kinds.Kind, objects: Iterable[KubeObject]) -> list[KubeObject]:
+        bucket = self.objects.setdefault(kind.key, {})
+        kept = []
+        for obj in objects:
+            obj.setdefault("kind", kind.kind)
+            obj.setdefault("apiVersion", f"{kind.group}/{kind.versions[0]}" if kind.group else kind.versions[0])
+            bucket[kube.ref(obj)] = obj
+            kept.append(obj)
+        return kept
+
+    def list(self, kind: kinds.Kind, namespace: str | None, selector: str | None = None) -> list[KubeObject]:
+        what = describe_list(kind, namespace, selector)
+        found = self.attempt(what, lambda: self.cluster.list(kind, namespace, selector))
+        return self.keep(kind, found or [])
+
+    def get(self, kind: kinds.Kind, namespace: str | None, name: str) -> KubeObject | None:
+        what = describe_get(kind, namespace, name)
+        found = self.attempt(what, lambda: self.cluster.get(kind, namespace, name))
+        if found is None:
+            return None
+        return self.keep(kind, [found])[0]
+
+
+def gather(
+    cluster: ClusterSource,
+    metrics: MetricsSource | None,
+    target: Target,
+    window: Window,
+    observed_at: datetime,
+    site: SiteConfig = SiteConfig(),
+    progress: Callable[[str], None] | None = None,
+) -> Evidence:
+    """Read the evidence for ``target``. Raises ``RunbookError`` only for an unknown service."""
+    reader = _Reader(cluster)
+    note = progress or (lambda _message: None)
+    note("reading the InferenceService")
+    _read_isvc(reader, target)
+    reader.get(kinds.CONFIG_MAP, site.kserve_namespace, "inferenceservice-config")
+    isvc_ref = describe_get(kinds.INFERENCE_SERVICE, target.namespace, target.isvc)
+
+    note("reading predictor objects")
+    namespace = target.namespace
+    selector = f"{kube.ISVC_LABEL}={target.isvc}"
+    for kind in (
+        kinds.KNATIVE_SERVICE,
+        kinds.KNATIVE_REVISION,
+        kinds.POD_AUTOSCALER,
+        kinds.DEPLOYMENT,
+        kinds.REPLICA_SET,
+    ):
+        reader.list(kind, namespace, selector)
+    pods = reader.list(kinds.POD, namespace, selector)
+    for kind in (
+        kinds.SERVICE,
+        kinds.ENDPOINTS,
+        kinds.ENDPOINT_SLICE,
+        kinds.HPA,
+        kinds.SCALED_OBJECT,
+        kinds.VIRTUAL_SERVICE,
+        kinds.HTTP_ROUTE,
+        kinds.INGRESS,
+        kinds.SERVING_RUNTIME,
+    ):
+        reader.list(kind, namespace)
+    reader.list(kinds.CLUSTER_SERVING_RUNTIME, None)
+    _read_gateways(reader, namespace)
+
+    note("reading cluster-wide objects")
+    reader.list(kinds.NODE, None)
+    _read_api_services(reader)
+    for name in ("config-autoscaler", "config-defaults", "config-deployment"):
+        reader.get(kinds.CONFIG_MAP, site.knative_namespace, name)
+
+    note("reading events")
+    events = _read_events(reader, namespace, target.isvc, window)
+
+    note("reading logs")
+    logs = _read_logs(reader, pods, window, site)
+
+    note("querying Prometheus")
+    metric_data = _query_metrics(metrics, target, window, reader.records)
+
+    objects, events, logs = _redact(reader.objects, events, logs)
+    versions = _detect_versions(cluster, logs, reader.records)
+    isvc = next(obj for obj in objects[kinds.INFERENCE_SERVICE.key] if kube.ref(obj) == isvc_ref)
+    kserve_config = next(
+        (
+            obj
+            for obj in objects.get(kinds.CONFIG_MAP.key, ())
+            if (kube.namespace(obj), kube.name(obj)) == (site.kserve_namespace, "inferenceservice-config")
+        ),
+        None,
+    )
+    mode_raw, mode = detect_deployment_mode(isvc, kserve_config)
+    return Evidence(
+        target=target,
+        window=window,
+        observed_at=observed_at,
+        isvc=isvc,
+        deployment_mode=mode,
+        deployment_mode_raw=mode_raw,
+        objects=MappingProxyType(objects),
+        events=tuple(events),
+        logs=tuple(logs),
+        metrics=MappingProxyType(metric_data),
+        reads=tuple(reader.records),
+        versions=MappingProxyType(versions),
+        sources=MappingProxyType({"cluster": cluster.mode, "prometheus": metrics.mode if metrics else "none"}),
+        site=site,
+    )
+
+
+def _redact(
+    buckets: dict[str, dict[str, KubeObject]], events: list[KubeObject], logs: list[ContainerLog]
+) -> tuple[dict[str, tuple[KubeObject, ...]], list[KubeObject], list[ContainerLog]]:
+    """Remove plain-text secrets from everything read, before any check or writer sees it."""
+    keys = [key for key, bucket in buckets.items() for _ in bucket]
+    flat = [obj for bucket in buckets.values() for obj in bucket.values()]
+    cleaned, secrets = redact_objects(flat + events)
+    objects: dict[str, list[KubeObject]] = {}
+    for key, obj in zip(keys, cleaned[: len(flat)], strict=False):
+        objects.setdefault(key, []).append(obj)
+    clean_logs = [
+        ContainerLog(log.namespace, log.pod, log.container, log.previous, redact_text(log.text, secrets))
+        for log in logs
+    ]
+    return {key: tuple(items) for key, items in objects.items()}, cleaned[len(flat) :], clean_logs
+
+
+def _read_isvc(reader: _Reader, target: Target) -> KubeObject:
+    kind = kinds.INFERENCE_SERVICE
+    try:
+        isvc = reader.cluster.get(kind, target.namespace, target.isvc)
+    except ReadFailed as failure:
+        if failure.status == "missing":
+            raise RunbookError(
+                "the InferenceService CRD (serving.kserve.io) is not installed in this cluster"
+            ) from None
+        raise RunbookError(f"cannot read InferenceService {target.namespace}/{target.isvc}: {failure.reason}") from None
+    if isvc is None:
+        try:
+            existing = sorted(kube.name(obj) for obj in reader.cluster.list(kind, target.namespace))
+        except ReadFailed:
+            existing = []
+        known = ", ".join(existing) if existing else "none"
+        raise RunbookError(
+            f"InferenceService {target.isvc!r} not found in namespace {target.namespace!r} (existing: {known})"
+        )
+    reader.records.append(ReadRecord(describe_get(kind, target.namespace, target.isvc), "ok"))
+    return reader.keep(kind, [isvc])[0]
+
+
+_MODE_NAMES = {
+    "serverless": "Serverless",
+    "knative": "Serverless",
+    "rawdeployment": "RawDeployment",
+    "standard": "RawDeployment",
+    "modelmesh": "ModelMesh",
+}
+
+
+def detect_deployment_mode(isvc: KubeObject, config: KubeObject | None) -> tuple[str, str]:
+    """(raw name, normalized name): annotation, else status, else the KServe default (DESIGN §6)."""
+    raw = kube.annotations(isvc).get(kube.DEPLOYMENT_MODE_ANNOTATION) or str(
+        (isvc.get("status") or {}).get("deploymentMode") or ""
+    )
+    if not raw and config is not None:
+        try:
+            deploy = json.loads((config.get("data") or {}).get("deploy") or "{}")
+        except json.JSONDecodeError:
+            deploy = {}
+        raw = str(deploy.get("defaultDeploymentMode") or "")
+    if not raw:
+        return "", "unknown"
+    return raw, _MODE_NAMES.get(raw.lower(), "unknown")
+
+
+def _read_gateways(reader: _Reader, namespace: str) -> None:
+    """GET each Gateway named by a VirtualService or HTTPRoute in the namespace (once per name)."""
+    wanted: set[tuple[kinds.Kind, str, str]] = set()
+    for service in reader.objects.get(kinds.VIRTUAL_SERVICE.key, {}).values():
+        for gateway in (service.get("spec") or {}).get("gateways") or []:
+            if gateway == "mesh":
+                continue
+            gw_namespace, _, gw_name = str(gateway).rpartition("/")
+            wanted.add((kinds.ISTIO_GATEWAY, gw_namespace or namespace, gw_name))
+    for route in reader.objects.get(kinds.HTTP_ROUTE.key, {}).values():
+        for parent in (route.get("spec") or {}).get("parentRefs") or []:
+            if parent.get("kind", "Gateway") == "Gateway":
+                wanted.add((kinds.GATEWAY_API_GATEWAY, parent.get("namespace") or namespace, parent["name"]))
+    for kind, gw_namespace, gw_name in sorted(wanted, key=lambda item: (item[0].key, item[1], item[2])):
+        reader.get(kind, gw_namespace, gw_name)
+
+
+def _read_api_services(reader: _Reader) -> None:
+    """APIServices, and the Services and Deployments behind the metrics APIs."""
+    api_services = reader.list(kinds.API_SERVICE, None)
+    backing: set[tuple[str, str]] = set()
+    for api_service in api_services:
+        if not kube.name(api_service).endswith("metrics.k8s.io"):
+            continue
+        service_ref = (api_service.get("spec") or {}).get("service") or {}
+        if service_ref.get("name"):
+            backing.add((service_ref.get("namespace") or "default", service_ref["name"]))
+    for service_namespace, service_name in sorted(backing):
+        reader.get(kinds.SERVICE, service_namespace, service_name)
+    for service_namespace in sorted({ns for ns, _ in backing}):
+        reader.list(kinds.DEPLOYMENT, service_namespace)
+        reader.list(kinds.CONFIG_MAP, service_namespace, "app.kubernetes.io/name=prometheus-adapter")
+
+
+def _related(event: KubeObject, isvc: str, names: set[str]) -> bool:
+    involved = event.get("involvedObject") or event.get("regarding") or {}
+    name = str(involved.get("name") or "")
+    return name in names or name.startswith(f"{isvc}-predictor") or name == isvc
+
+
+def event_interval(event: KubeObject) -> tuple[datetime | None, datetime | None]:
+    """(first, last) time an event was seen, from whichever fields the API server filled."""
+    first = parse_k8s_time(event.get("firstTimestamp")) or parse_k8s_time(event.get("eventTime"))
+    last = (
+        parse_k8s_time((event.get("series") or {}).get("lastObservedTime"))
+        or parse_k8s_time(event.get("lastTimestamp"))
+        or first
+    )
+    return first, last
+
+
+def _read_events(reader: _Reader, namespace: str, isvc: str, window: Window) -> list[KubeObject]:
+    names = {kube.name(obj) for bucket in reader.objects.values() for obj in bucket.values()}
+    related = []
+    for event in reader.list(kinds.EVENT, namespace):
+        first, last = event_interval(event)
+        if not _related(event, isvc, names):
+            continue
+        if last is not None and last < window.start:
+            continue
+        if first is not None and first >= window.end:
+            continue
+        related.append(event)
+    reader.objects.pop(kinds.EVENT.key, None)
+    related.sort(key=lambda event: (event_interval(event)[0] or window.start, kube.name(event)))
+    return related
+
+
+def choose_log_pods(pods: list[KubeObject]) -> list[KubeObject]:
+    """At most three predictor pods: most restarts, newest not ready, one healthy."""
+    predictors = [pod for pod in pods if kube.is_predictor(pod)]
+    chosen: list[KubeObject] = []
+
+    def add(pod: KubeObject | None) -> None:
+        if pod is not None and all(kube.name(pod) != kube.name(other) for other in chosen):
+            chosen.append(pod)
+
+    restarting = [pod for pod in predictors if kube.restart_count(pod) > 0]
+    add(max(restarting, key=lambda pod: (kube.restart_count(pod), kube.name(pod)), default=None))
+    not_ready = [pod for pod in predictors if not kube.pod_ready(pod)]
+    add(max(not_ready, key=lambda pod: (kube.created(pod) or "", kube.name(pod)), default=None))
+    healthy = sorted((pod for pod in predictors if kube.pod_ready(pod)), key=kube.name)
+    add(healthy[0] if healthy else None)
+    return chosen[:MAX_LOG_PODS]
+
+
+_LOG_TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))\s")
+
+
+def filter_log_to_window(text: str, window: Window) -> str:
+    """Keep lines whose kubelet timestamp prefix lies in the window (unstamped lines are kept)."""
+    kept = []
+    for line in text.splitlines():
+        match = _LOG_TIMESTAMP.match(line)
+        moment = parse_k8s_time(match.group(1)) if match else None
+        if moment is None or window.contains(moment):
+            kept.append(line)
+    return "\n".join(kept) + ("\n" if kept else "")
+
+
+def _read_logs(reader: _Reader, pods: list[KubeObject], window: Window, site: SiteConfig) -> list[ContainerLog]:
+    logs = []
+    for pod in choose_log_pods(pods):
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            container = str(status.get("name"))
+            wanted = [False] + ([True] if int(status.get("restartCount") or 0) > 0 else [])
+            for previous in wanted:
+                request = LogRequest(
+                    kube.namespace(pod), kube.name(pod), container, previous, site.log_tail_lines, site.log_limit_bytes
+                )
+                what = describe_logs(request)
+                text = reader.attempt(what, partial(reader.cluster.logs, request))
+                if text is not None:
+                    logs.append(
+                        ContainerLog(
+                            request.namespace, request.pod, container, previous, filter_log_to_window(text, window)
+                        )
+                    )
+    return logs
+
+
+def _query_metrics(
+    metrics: MetricsSource | None, target: Target, window: Window, records: list[ReadRecord]
+) -> dict[str, MetricData]:
+    if metrics is None:
+        records.append(ReadRecord("prometheus", "skipped", "no Prometheus configured (--prometheus)"))
+        return {}
+    step = query_step_seconds(window)
+    results: dict[str, MetricData] = {}
+    unreachable: str | None = None
+    for spec in catalog.CATALOG:
+        if unreachable is not None:
+            results[spec.id] = MetricData(spec.id, "", 0, step, "unreachable", error=unreachable)
+            continue
+        results[spec.id] = _query_one(metrics, spec, target, window, step)
+        if results[spec.id].status in ("unreachable", "timeout"):
+            unreachable = results[spec.id].error
+            records.append(ReadRecord("prometheus", results[spec.id].status, unreachable))
+    errors = [data for data in results.values() if data.status == "error"]
+    if errors:
+        records.append(ReadRecord("prometheus queries", "error", f"{len(errors)} queries failed: {errors[0].error}"))
+    elif unreachable is None:
+        records.append(ReadRecord("prometheus", "ok"))
+    return results
+
+
+def _query_one(
+    metrics: MetricsSource, spec: catalog.QuerySpec, target: Target, window: Window, step: int
+) -> MetricData:
+    first: MetricData | None = None
+    for index in range(len(spec.templates)):
+        promql = catalog.render(spec, index, target.namespace, target.isvc, step)
+        try:
+            answer = metrics.query_range(spec.id, promql, window.start, window.end, step)
+        except ReadFailed as failure:
+            status = failure.status if failure.status in ("unreachable", "timeout") else "error"
+            return MetricData(spec.id, promql, index, step, status, error=failure.reason)
+        data = MetricData(spec.id, promql, index, step, "ok" if answer.series else "empty", answer.series)
+        if answer.series:
+            return data
+        first = first or data
+    assert first is not None
+    return first
+
+
+_VLLM_VERSION = re.compile(r"vLLM API server version (\d+\.\d+(?:\.\d+)?\S*)")
+
+
+def _detect_versions(cluster: ClusterSource, logs: list[ContainerLog], records: list[ReadRecord]) -> dict[str, str]:
+    versions: dict[str, str] = {}
+    try:
+        kubernetes_version = cluster.server_version()
+    except ReadFailed as failure:
+        records.append(ReadRecord("version", failure.status, failure.reason))
+        kubernetes_version = None
+    if kubernetes_version:
+        versions["kubernetes"] = kubernetes_version
+    for log in logs:
+        match = _VLLM_VERSION.search(log.text)
+        if match:
+            versions["vllm"] = match.group(1)
+            break
+    return versions

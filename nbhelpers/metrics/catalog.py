@@ -1,0 +1,215 @@
+"""The named query catalog (DESIGN §5). Checks read metrics only by ``id``.
+
+Each entry holds PromQL templates in fallback order (newest metric name first).
+Templates use ``{sel}`` for the predictor selector
+(``namespace="NS", pod=~"ISVC-predictor-.+"``), ``{dcgm_sel}`` for DCGM's
+exported labels and ``{rate}`` for the rate range. Series are selected by pod
+name pattern, never by today's pod list, so pods that crashed or were scaled
+away during the incident still count.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    id: str
+    templates: tuple[str, ...]
+    unit: str
+    aggregation: str
+    description: str
+
+
+def _q(query_id: str, unit: str, aggregation: str, description: str, *templates: str) -> QuerySpec:
+    return QuerySpec(query_id, templates, unit, aggregation, description)
+
+
+def _hist(query_id: str, metric_names: tuple[str, ...], quantile: float, description: str) -> QuerySpec:
+    templates = tuple(
+        f"histogram_quantile({quantile}, sum by (le) (rate({name}{{{{{{sel}}}}}}[{{rate}}])))" for name in metric_names
+    )
+    return QuerySpec(query_id, templates, "seconds", f"p{int(quantile * 100)}", description)
+
+
+CATALOG: tuple[QuerySpec, ...] = (
+    _q(
+        "vllm_running",
+        "requests",
+        "sum by pod",
+        "requests running in the engine",
+        "sum by (pod) (vllm:num_requests_running{{{sel}}})",
+    ),
+    _q(
+        "vllm_waiting",
+        "requests",
+        "sum by pod",
+        "requests waiting in vLLM's queue",
+        "sum by (pod) (vllm:num_requests_waiting{{{sel}}})",
+    ),
+    _q(
+        "vllm_kv_cache_usage",
+        "fraction",
+        "max by pod",
+        "KV cache usage, 0-1",
+        "max by (pod) (vllm:kv_cache_usage_perc{{{sel}}})",
+        "max by (pod) (vllm:gpu_cache_usage_perc{{{sel}}})",
+    ),
+    _q(
+        "vllm_preemptions_rate",
+        "1/s",
+        "sum",
+        "preemptions per second",
+        "sum(rate(vllm:num_preemptions_total{{{sel}}}[{rate}]))",
+        "sum(rate(vllm:num_preemptions{{{sel}}}[{rate}]))",
+    ),
+    _hist("vllm_ttft_p95", ("vllm:time_to_first_token_seconds_bucket",), 0.95, "time to first token p95"),
+    _hist("vllm_e2e_p95", ("vllm:e2e_request_latency_seconds_bucket",), 0.95, "end-to-end latency p95"),
+    _hist("vllm_e2e_p99", ("vllm:e2e_request_latency_seconds_bucket",), 0.99, "end-to-end latency p99"),
+    _hist("vllm_queue_time_p95", ("vllm:request_queue_time_seconds_bucket",), 0.95, "queue time p95"),
+    _hist(
+        "vllm_itl_p95",
+        ("vllm:inter_token_latency_seconds_bucket", "vllm:time_per_output_token_seconds_bucket"),
+        0.95,
+        "inter-token latency p95",
+    ),
+    _q(
+        "vllm_request_rate",
+        "1/s",
+        "sum",
+        "finished requests per second",
+        "sum(rate(vllm:request_success_total{{{sel}}}[{rate}]))",
+    ),
+    _q(
+        "vllm_prompt_tokens_rate",
+        "tokens/s",
+        "sum",
+        "prompt tokens per second",
+        "sum(rate(vllm:prompt_tokens_total{{{sel}}}[{rate}]))",
+    ),
+    _q(
+        "vllm_generation_tokens_rate",
+        "tokens/s",
+        "sum",
+        "generated tokens per second",
+        "sum(rate(vllm:generation_tokens_total{{{sel}}}[{rate}]))",
+    ),
+    _q(
+        "vllm_cache_config",
+        "info",
+        "max by labels",
+        "vLLM cache configuration labels",
+        "max by (pod, block_size, num_gpu_blocks, gpu_memory_utilization, cache_dtype) "
+        "(vllm:cache_config_info{{{sel}}})",
+    ),
+    _q(
+        "pod_restarts",
+        "restarts",
+        "max by pod, container",
+        "container restart counters",
+        "max by (pod, container) (kube_pod_container_status_restarts_total{{{sel}}})",
+    ),
+    _q(
+        "pod_last_terminated_reason",
+        "info",
+        "max by pod, container, reason",
+        "last termination reason",
+        "max by (pod, container, reason) (kube_pod_container_status_last_terminated_reason{{{sel}}})",
+    ),
+    _q("pod_ready", "pods", "sum", "ready predictor pods", 'sum(kube_pod_status_ready{{{sel}, condition="true"}})'),
+    _q(
+        "hpa_current_replicas",
+        "replicas",
+        "max",
+        "HPA current replicas",
+        'max(kube_horizontalpodautoscaler_status_current_replicas{{namespace="{namespace}", '
+        'horizontalpodautoscaler=~"{isvc}-predictor.*"}})',
+    ),
+    _q(
+        "hpa_desired_replicas",
+        "replicas",
+        "max",
+        "HPA desired replicas",
+        'max(kube_horizontalpodautoscaler_status_desired_replicas{{namespace="{namespace}", '
+        'horizontalpodautoscaler=~"{isvc}-predictor.*"}})',
+    ),
+    _q(
+        "deployment_available_replicas",
+        "replicas",
+        "sum",
+        "available replicas of predictor deployments",
+        'sum(kube_deployment_status_replicas_available{{namespace="{namespace}", deployment=~"{isvc}-predictor.*"}})',
+    ),
+    _q(
+        "gpu_fb_used_mib",
+        "MiB",
+        "max by pod",
+        "GPU framebuffer used (DCGM)",
+        "max by (pod) (DCGM_FI_DEV_FB_USED{{{sel}}})",
+        "max by (exported_pod) (DCGM_FI_DEV_FB_USED{{{dcgm_sel}}})",
+    ),
+    _q(
+        "gpu_fb_free_mib",
+        "MiB",
+        "min by pod",
+        "GPU framebuffer free (DCGM)",
+        "min by (pod) (DCGM_FI_DEV_FB_FREE{{{sel}}})",
+        "min by (exported_pod) (DCGM_FI_DEV_FB_FREE{{{dcgm_sel}}})",
+    ),
+    _q(
+        "gpu_util",
+        "percent",
+        "avg by pod",
+        "GPU utilization (DCGM)",
+        "avg by (pod) (DCGM_FI_DEV_GPU_UTIL{{{sel}}})",
+        "avg by (exported_pod) (DCGM_FI_DEV_GPU_UTIL{{{dcgm_sel}}})",
+    ),
+    _q(
+        "istio_requests_by_code",
+        "1/s",
+        "sum by code",
+        "requests by response code at the Istio sidecar/gateway",
+        "sum by (response_code, response_flags) (rate(istio_requests_total{{destination_workload_namespace="
+        '"{namespace}", destination_workload=~"{isvc}-predictor.*"}}[{rate}]))',
+    ),
+    _q(
+        "nginx_requests_by_status",
+        "1/s",
+        "sum by status",
+        "requests by status at ingress-nginx",
+        'sum by (status) (rate(nginx_ingress_controller_requests{{exported_namespace="{namespace}", '
+        'exported_service=~"{isvc}.*"}}[{rate}]))',
+        'sum by (status) (rate(nginx_ingress_controller_requests{{namespace="{namespace}", '
+        'service=~"{isvc}.*"}}[{rate}]))',
+    ),
+    _q(
+        "knative_requests_by_code",
+        "1/s",
+        "sum by code",
+        "requests by response code at Knative",
+        'sum by (response_code) (rate(revision_app_request_count{{namespace_name="{namespace}", '
+        'configuration_name="{isvc}-predictor"}}[{rate}]))',
+        'sum by (response_code) (rate(activator_request_count{{namespace_name="{namespace}", '
+        'configuration_name="{isvc}-predictor"}}[{rate}]))',
+    ),
+)
+
+BY_ID: dict[str, QuerySpec] = {spec.id: spec for spec in CATALOG}
+
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def render(spec: QuerySpec, template_index: int, namespace: str, isvc: str, step_seconds: int) -> str:
+    """Fill one template for an InferenceService. Names are validated, never quoted blindly."""
+    for value in (namespace, isvc):
+        if not _LABEL_VALUE.match(value):
+            raise ValueError(f"invalid Kubernetes name {value!r}")
+    pod_pattern = f"{isvc}-predictor-.+"
+    selector = f'namespace="{namespace}", pod=~"{pod_pattern}"'
+    dcgm_selector = f'exported_namespace="{namespace}", exported_pod=~"{pod_pattern}"'
+    rate_range = f"{max(60, 4 * step_seconds)}s"
+    return spec.templates[template_index].format(
+        sel=selector, dcgm_sel=dcgm_selector, rate=rate_range, namespace=namespace, isvc=isvc
+    )

@@ -1,0 +1,117 @@
+"""Parsing of durations, timestamps and analysis windows (DESIGN §4.3 Window)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from nbhelpers.errors import RunbookError
+
+MAX_WINDOW = timedelta(days=7)
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+@dataclass(frozen=True)
+class Window:
+    """A half-open interval [start, end) in UTC."""
+
+    start: datetime
+    end: datetime
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.start).total_seconds()
+
+    def contains(self, moment: datetime) -> bool:
+        return self.start <= moment < self.end
+
+    def to_json(self) -> dict[str, str]:
+        return {"start": format_time(self.start), "end": format_time(self.end)}
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse a Prometheus/Go style duration such as ``90s``, ``1h30m`` or ``2d``."""
+    cleaned = text.strip()
+    if cleaned.isdigit():
+        return timedelta(seconds=int(cleaned))
+    position = 0
+    total = 0.0
+    for match in _DURATION_PART.finditer(cleaned):
+        if match.start() != position:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        position = match.end()
+    if not cleaned or position != len(cleaned):
+        raise RunbookError(f"bad duration {text!r}: use a number with a unit, e.g. 90s, 15m, 2h, 1h30m")
+    return timedelta(seconds=total)
+
+
+def parse_time(text: str, what: str = "time") -> datetime:
+    """Parse an ISO 8601 timestamp that carries an explicit UTC offset (or ``Z``)."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise RunbookError(f"bad {what} {text!r}: use ISO 8601 with an offset, e.g. 2026-01-01T10:00:00Z") from None
+    if moment.tzinfo is None:
+        raise RunbookError(f"{what} {text!r} has no UTC offset: add Z or +HH:MM")
+    return moment.astimezone(timezone.utc)
+
+
+def parse_k8s_time(text: str | None) -> datetime | None:
+    """Parse a Kubernetes RFC 3339 timestamp; ``None`` when absent or malformed."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+def format_time(moment: datetime) -> str:
+    """RFC 3339 in UTC with a ``Z`` suffix and whole seconds."""
+    return moment.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def resolve_window(
+    now: datetime,
+    since: str | None = None,
+    start: str | None = None,
+    end: str | None = None,
+    default_since: timedelta = timedelta(hours=1),
+    latest_end: datetime | None = None,
+) -> Window:
+    """Turn CLI window options into a validated :class:`Window`.
+
+    ``now`` is read once by the caller (the capture time for bundles).
+    ``latest_end`` is the latest allowed end (defaults to ``now``).
+    """
+    limit = latest_end or now
+    if since and (start or end):
+        raise RunbookError("give either --since or --start/--end, not both")
+    if start or end:
+        if not (start and end):
+            raise RunbookError("--start and --end go together")
+        window = Window(parse_time(start, "--start"), parse_time(end, "--end"))
+    else:
+        length = parse_duration(since) if since else default_since
+        window = Window(now - length, now)
+    if window.start >= window.end:
+        raise RunbookError(
+            f"empty or reversed window: start {format_time(window.start)} is not before end {format_time(window.end)}"
+        )
+    if window.end > limit + timedelta(seconds=1):
+        raise RunbookError(f"window ends in the future ({format_time(window.end)} > {format_time(limit)})")
+    if window.end - window.start > MAX_WINDOW:
+        raise RunbookError("window longer than 7 days: narrow it with --since or --start/--end")
+    return window
+
+
+def query_step_seconds(window: Window) -> int:
+    """Query resolution: max(15 s, ceil(window / 11,000)) (DESIGN §5)."""
+    return max(15, math.ceil(window.seconds / 11_000))

@@ -1,0 +1,285 @@
+"""``run(params) -> TriageResult``: the only code that produces findings (DESIGN §3.1).
+
+sources -> gather -> every step through one ``run_step()`` -> ignores -> ranking.
+The notebook, the CLI, fleet and the scenario tests all come through here.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from nbhelpers import __version__, kube
+from nbhelpers.checks import STEPS, StepInfo, check_for
+from nbhelpers.errors import EvidenceMissing, RunbookError, StepSkipped
+from nbhelpers.evidence import Evidence, SiteConfig, Target, gather
+from nbhelpers.findings import Finding, Severity, apply_ignores, rank_root_causes
+from nbhelpers.sources.base import ClusterSource, MetricsSource
+from nbhelpers.timeutil import Window, format_time, parse_duration, parse_time, resolve_window
+
+SCHEMA_ID = "kserve-runbook/findings/v1"
+IGNORE_ANNOTATION = "kserve-runbook/ignore"
+Progress = Callable[[str, str], None]  # (event, message): event is "gather", "step-start", "step-end"
+
+
+@dataclass(frozen=True)
+class TriageParams:
+    """Everything a triage needs, as plain values (the notebook's parameters map onto these)."""
+
+    namespace: str = ""
+    isvc: str = ""
+    kubeconfig: str = ""
+    context: str = ""
+    bundle: str = ""
+    prometheus: str = ""
+    prometheus_token_env: str = ""
+    prometheus_ca_file: str = ""
+    prometheus_headers: tuple[str, ...] = ()
+    prometheus_insecure: bool = False
+    since: str = ""
+    start: str = ""
+    end: str = ""
+    incident_start: str = ""
+    incident_end: str = ""
+    ignore: tuple[str, ...] = ()
+    deadline: str = ""
+    request_timeout: str = "30s"
+    kserve_namespace: str = "kserve"
+    knative_namespace: str = "knative-serving"
+
+
+@dataclass(frozen=True)
+class StepResult:
+    id: str
+    title: str
+    status: str  # ok | findings | skipped | error
+    reason: str
+    seconds: float
+    findings: tuple[Finding, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "status": self.status, "reason": self.reason, "seconds": round(self.seconds, 3)}
+
+
+@dataclass(frozen=True)
+class TriageResult:
+    evidence: Evidence
+    steps: tuple[StepResult, ...]
+    findings: tuple[Finding, ...]
+    root_causes: tuple[str, ...]
+    generated_at: datetime
+    incident: Window | None = None
+    deadline_hit: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def partial(self) -> bool:
+        return self.deadline_hit or bool(self.evidence.failures()) or any(s.status == "error" for s in self.steps)
+
+    @property
+    def has_critical(self) -> bool:
+        return any(finding.level is Severity.CRITICAL for finding in self.findings)
+
+    def step(self, step_id: str) -> StepResult:
+        for step in self.steps:
+            if step.id == step_id:
+                return step
+        raise KeyError(step_id)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``findings.json`` document (schema ``kserve-runbook/findings/v1``)."""
+        evidence = self.evidence
+        document: dict[str, Any] = {
+            "schema": SCHEMA_ID,
+            "tool_version": __version__,
+            "generated_at": format_time(self.generated_at),
+            "target": {
+                "namespace": evidence.target.namespace,
+                "isvc": evidence.target.isvc,
+                "deployment_mode": evidence.deployment_mode,
+                "deployment_mode_raw": evidence.deployment_mode_raw,
+            },
+            "window": evidence.window.to_json(),
+            "sources": dict(evidence.sources),
+            "versions": dict(evidence.versions),
+            "partial": self.partial,
+            "steps": [step.to_json() for step in self.steps],
+            "findings": [finding.to_json() for finding in self.findings],
+            "root_causes": list(self.root_causes),
+        }
+        if self.incident is not None:
+            document["incident"] = self.incident.to_json()
+        return document
+
+
+def run_step(
+    step: StepInfo, evidence: Evidence, progress: Progress | None = None, ignored: dict[str, str] | None = None
+) -> StepResult:
+    """Run one check: owns timing, error capture, ignores and progress for every step."""
+    notify = progress or (lambda _event, _message: None)
+    notify("step-start", step.id)
+    began = time.monotonic()
+    check = check_for(step.id)
+    findings: list[Finding] = []
+    try:
+        if check is None:
+            raise StepSkipped("not implemented yet")
+        findings = apply_ignores(check(evidence), ignored or {})
+    except StepSkipped as skipped:
+        status, reason = "skipped", skipped.reason
+    except EvidenceMissing as missing:
+        status, reason = "error", f"missing evidence: {missing.what}: {missing.reason}"
+    except Exception as error:  # a bug in one check must not hide the other eight
+        status, reason = "error", f"{type(error).__name__}: {error}"
+    else:
+        serious = any(finding.level is not Severity.INFO for finding in findings)
+        status, reason = ("findings" if serious else "ok"), _partial_reason(step.id, evidence)
+    seconds = time.monotonic() - began
+    notify("step-end", f"{step.id} {status} {seconds:.2f}s")
+    return StepResult(step.id, step.title, status, reason, seconds, tuple(findings))
+
+
+def _partial_reason(step_id: str, evidence: Evidence) -> str:
+    failed = [record for record in evidence.failures() if not record.what.startswith(("logs ", "prometheus"))]
+    if not failed:
+        return ""
+    listed = ", ".join(f"{record.status} on {record.what}" for record in failed[:3])
+    more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
+    return f"partial: {listed}{more}"
+
+
+def ignored_codes(params: TriageParams, evidence: Evidence) -> dict[str, str]:
+    """Codes to report as info: ``--ignore`` and the ISVC annotation ``kserve-runbook/ignore``."""
+    ignored = {code.strip(): "--ignore" for code in params.ignore if code.strip()}
+    annotation = kube.annotations(evidence.isvc).get(IGNORE_ANNOTATION, "")
+    for code in annotation.split(","):
+        if code.strip():
+            ignored.setdefault(code.strip(), f"annotation {IGNORE_ANNOTATION}")
+    return ignored
+
+
+def open_sources(params: TriageParams) -> tuple[ClusterSource, MetricsSource | None, Target, Window]:
+    """Build the sources and resolve target and window. Raises ``RunbookError`` for bad input."""
+    timeout = parse_duration(params.request_timeout).total_seconds()
+    if params.bundle:
+        from nbhelpers.sources.bundle import open_bundle
+
+        cluster, bundle_metrics, manifest = open_bundle(params.bundle)
+        target = Target(params.namespace or manifest.namespace, params.isvc or manifest.isvc)
+        captured = manifest.captured_at
+        if params.since or params.start or params.end:
+            window = resolve_window(captured, params.since or None, params.start or None, params.end or None)
+        else:
+            window = manifest.window
+        metrics: MetricsSource | None = bundle_metrics if bundle_metrics.index else None
+        if params.prometheus:
+            metrics = _live_metrics(params, timeout)
+        return cluster, metrics, target, window
+    if not params.namespace or not params.isvc:
+        raise RunbookError("--namespace and --isvc are required without --bundle")
+    from nbhelpers.sources.cluster_live import LiveCluster
+
+    live = LiveCluster(kubeconfig=params.kubeconfig or None, context=params.context or None, timeout_seconds=timeout)
+    now = datetime.now(timezone.utc)
+    window = resolve_window(now, params.since or None, params.start or None, params.end or None)
+    return (
+        live,
+        (_live_metrics(params, timeout) if params.prometheus else None),
+        Target(params.namespace, params.isvc),
+        window,
+    )
+
+
+def _live_metrics(params: TriageParams, timeout: float) -> MetricsSource:
+    from nbhelpers.sources.metrics_live import LiveMetrics
+
+    token = ""
+    if params.prometheus_token_env:
+        token = os.environ.get(params.prometheus_token_env, "")
+        if not token:
+            raise RunbookError(f"--prometheus-token-env {params.prometheus_token_env}: that variable is not set")
+    headers: dict[str, str] = {}
+    for header in params.prometheus_headers:
+        name, separator, value = header.partition(":")
+        if not separator or not name.strip():
+            raise RunbookError(f"bad --prometheus-header {header!r}: use 'Name: value'")
+        headers[name.strip()] = value.strip()
+    return LiveMetrics(
+        url=params.prometheus,
+        token=token or None,
+        ca_file=params.prometheus_ca_file or None,
+        headers=headers,
+        verify=not params.prometheus_insecure,
+        timeout_seconds=timeout,
+    )
+
+
+def _incident(params: TriageParams) -> Window | None:
+    if not (params.incident_start or params.incident_end):
+        return None
+    if not (params.incident_start and params.incident_end):
+        raise RunbookError("--incident-start and --incident-end go together")
+    incident = Window(
+        parse_time(params.incident_start, "--incident-start"), parse_time(params.incident_end, "--incident-end")
+    )
+    if incident.start >= incident.end:
+        raise RunbookError("--incident-start must be before --incident-end")
+    return incident
+
+
+def observed_at_for(cluster: ClusterSource, params: TriageParams, window: Window) -> datetime:
+    """The moment the evidence describes: the capture time for bundles, else the window end."""
+    if params.bundle:
+        from nbhelpers.sources.bundle import BundleCluster
+
+        if isinstance(cluster, BundleCluster):
+            return cluster.manifest.captured_at
+    return window.end
+
+
+def collect(params: TriageParams, progress: Progress | None = None) -> Evidence:
+    """Open the sources and gather the evidence (shared by ``run`` and ``capture``)."""
+    cluster, metrics, target, window = open_sources(params)
+    notify = progress or (lambda _event, _message: None)
+    return gather(
+        cluster,
+        metrics,
+        target,
+        window,
+        observed_at_for(cluster, params, window),
+        SiteConfig(kserve_namespace=params.kserve_namespace, knative_namespace=params.knative_namespace),
+        progress=lambda message: notify("gather", message),
+    )
+
+
+def run(
+    params: TriageParams, progress: Progress | None = None, clock: Callable[[], datetime] | None = None
+) -> TriageResult:
+    """Triage one InferenceService: every step runs, whatever earlier steps found."""
+    now = clock or (lambda: datetime.now(timezone.utc))
+    incident = _incident(params)
+    deadline = time.monotonic() + parse_duration(params.deadline).total_seconds() if params.deadline else None
+    evidence = collect(params, progress)
+    ignored = ignored_codes(params, evidence)
+    steps: list[StepResult] = []
+    deadline_hit = False
+    for step in STEPS:
+        if deadline is not None and time.monotonic() > deadline:
+            deadline_hit = True
+            steps.append(StepResult(step.id, step.title, "error", "deadline reached before this step ran", 0.0))
+            continue
+        steps.append(run_step(step, evidence, progress, ignored))
+    findings = [finding for step in steps for finding in step.findings]
+    return TriageResult(
+        evidence=evidence,
+        steps=tuple(steps),
+        findings=tuple(findings),
+        root_causes=tuple(rank_root_causes(findings)),
+        generated_at=now(),
+        incident=incident,
+        deadline_hit=deadline_hit,
+    )
