@@ -92,7 +92,7 @@ class MetricData:
     promql: str
     template_index: int
     step: int
-    status: str  # ok | empty | error | unreachable
+    status: str  # ok | empty | error | missing (not in the bundle) | unreachable | timeout
     series: tuple[SeriesData, ...] = ()
     error: str = ""
 
@@ -197,7 +197,8 @@ def gather(
     reader = _Reader(cluster)
     note = progress or (lambda _message: None)
     note("reading the InferenceService")
-    _read_isvc(reader, target)
+    reader.keep(kinds.INFERENCE_SERVICE, [require_isvc(cluster, target)])
+    reader.records.append(ReadRecord(describe_get(kinds.INFERENCE_SERVICE, target.namespace, target.isvc), "ok"))
     reader.get(kinds.CONFIG_MAP, site.kserve_namespace, "inferenceservice-config")
     isvc_ref = describe_get(kinds.INFERENCE_SERVICE, target.namespace, target.isvc)
 
@@ -290,10 +291,11 @@ def _redact(
     return {key: tuple(items) for key, items in objects.items()}, cleaned[len(flat) :], clean_logs
 
 
-def _read_isvc(reader: _Reader, target: Target) -> KubeObject:
+def require_isvc(cluster: ClusterSource, target: Target) -> KubeObject:
+    """The InferenceService, or a ``RunbookError`` naming what is wrong (and the services that exist)."""
     kind = kinds.INFERENCE_SERVICE
     try:
-        isvc = reader.cluster.get(kind, target.namespace, target.isvc)
+        isvc = cluster.get(kind, target.namespace, target.isvc)
     except ReadFailed as failure:
         if failure.status == "missing":
             raise RunbookError(
@@ -302,15 +304,14 @@ def _read_isvc(reader: _Reader, target: Target) -> KubeObject:
         raise RunbookError(f"cannot read InferenceService {target.namespace}/{target.isvc}: {failure.reason}") from None
     if isvc is None:
         try:
-            existing = sorted(kube.name(obj) for obj in reader.cluster.list(kind, target.namespace))
+            existing = sorted(kube.name(obj) for obj in cluster.list(kind, target.namespace))
         except ReadFailed:
             existing = []
         known = ", ".join(existing) if existing else "none"
         raise RunbookError(
             f"InferenceService {target.isvc!r} not found in namespace {target.namespace!r} (existing: {known})"
         )
-    reader.records.append(ReadRecord(describe_get(kind, target.namespace, target.isvc), "ok"))
-    return reader.keep(kind, [isvc])[0]
+    return isvc
 
 
 _MODE_NAMES = {
@@ -476,10 +477,16 @@ def _query_metrics(
         if results[spec.id].status in ("unreachable", "timeout"):
             unreachable = results[spec.id].error
             records.append(ReadRecord("prometheus", results[spec.id].status, unreachable))
-    errors = [data for data in results.values() if data.status == "error"]
-    if errors:
-        records.append(ReadRecord("prometheus queries", "error", f"{len(errors)} queries failed: {errors[0].error}"))
-    elif unreachable is None:
+    if unreachable is not None:
+        return results
+    for status in ("error", "missing"):
+        affected = sorted(data.id for data in results.values() if data.status == status)
+        if affected:
+            example = results[affected[0]].error
+            records.append(
+                ReadRecord("prometheus queries", status, f"{len(affected)} queries ({', '.join(affected)}): {example}")
+            )
+    if not any(record.what == "prometheus queries" for record in records):
         records.append(ReadRecord("prometheus", "ok"))
     return results
 
@@ -493,7 +500,7 @@ def _query_one(
         try:
             answer = metrics.query_range(spec.id, promql, window.start, window.end, step)
         except ReadFailed as failure:
-            status = failure.status if failure.status in ("unreachable", "timeout") else "error"
+            status = failure.status if failure.status in ("unreachable", "timeout", "missing") else "error"
             return MetricData(spec.id, promql, index, step, status, error=failure.reason)
         data = MetricData(spec.id, promql, index, step, "ok" if answer.series else "empty", answer.series)
         if answer.series:

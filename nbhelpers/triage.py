@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from nbhelpers import __version__, kube
-from nbhelpers.checks import STEPS, StepInfo, check_for
+from nbhelpers.checks import STEPS, CheckFunction, StepInfo, check_for
 from nbhelpers.errors import EvidenceMissing, RunbookError, StepSkipped
 from nbhelpers.evidence import Evidence, SiteConfig, Target, gather
 from nbhelpers.findings import Finding, Severity, apply_ignores, rank_root_causes
@@ -117,13 +117,16 @@ class TriageResult:
 
 
 def run_step(
-    step: StepInfo, evidence: Evidence, progress: Progress | None = None, ignored: dict[str, str] | None = None
+    step: StepInfo,
+    check: CheckFunction | None,
+    evidence: Evidence,
+    progress: Progress | None = None,
+    ignored: dict[str, str] | None = None,
 ) -> StepResult:
-    """Run one check: owns timing, error capture, ignores and progress for every step."""
+    """Run one check (``None``: not implemented yet): owns timing, error capture, ignores and progress."""
     notify = progress or (lambda _event, _message: None)
     notify("step-start", step.id)
     began = time.monotonic()
-    check = check_for(step.id)
     findings: list[Finding] = []
     try:
         if check is None:
@@ -272,7 +275,7 @@ def run(
             deadline_hit = True
             steps.append(StepResult(step.id, step.title, "error", "deadline reached before this step ran", 0.0))
             continue
-        steps.append(run_step(step, evidence, progress, ignored))
+        steps.append(run_step(step, check_for(step.id), evidence, progress, ignored))
     findings = [finding for step in steps for finding in step.findings]
     return TriageResult(
         evidence=evidence,

@@ -232,7 +232,7 @@ class BundleMetrics:
         entry = self.index.get(query_id)
         if entry is None:
             raise ReadFailed(query_id, "missing", "not recorded in the bundle")
-        if entry.get("status") in ("error", "unreachable", "timeout"):
+        if entry.get("status") not in ("ok", "empty"):
             raise ReadFailed(query_id, str(entry["status"]), str(entry.get("error") or "failed at capture"))
         if entry.get("promql") != promql:
             # The capture fell back to a later template: earlier templates had no series.

@@ -1,0 +1,198 @@
+"""``kserve-runbook``: parse the command line and delegate (DESIGN §4.1).
+
+Exit codes: 0 ran with no critical finding; 1 ran with at least one critical
+finding; 2 could not run (the message says why, on one line, no traceback).
+``demo`` and ``scenarios run`` exit 0 whenever the report was written.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from nbhelpers import __version__
+from nbhelpers.errors import RunbookError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _live_options(function: F) -> F:
+    options = [
+        click.option("--namespace", "-n", default="", help="Namespace of the InferenceService."),
+        click.option("--isvc", default="", help="Name of the InferenceService."),
+        click.option("--kubeconfig", default="", help="Kubeconfig file (default: the usual kubeconfig rules)."),
+        click.option("--context", default="", help="Kubeconfig context."),
+        click.option("--prometheus", default="", help="Prometheus base URL, e.g. http://127.0.0.1:9090."),
+        click.option("--prometheus-token-env", default="", help="Environment variable holding a bearer token."),
+        click.option("--prometheus-ca-file", default="", help="CA bundle for Prometheus TLS."),
+        click.option(
+            "--prometheus-header", "prometheus_headers", multiple=True, help="Extra header 'Name: value' (repeatable)."
+        ),
+        click.option("--prometheus-insecure", is_flag=True, help="Do not verify Prometheus' TLS certificate."),
+        click.option("--since", default="", help="Window length back from now (or the capture time), e.g. 2h."),
+        click.option("--start", default="", help="Window start, ISO 8601 with offset."),
+        click.option("--end", default="", help="Window end, ISO 8601 with offset."),
+        click.option("--request-timeout", default="30s", show_default=True, help="Timeout of each API call."),
+        click.option("--kserve-namespace", default="kserve", show_default=True, help="Where KServe's config lives."),
+        click.option(
+            "--knative-namespace", default="knative-serving", show_default=True, help="Where Knative's config lives."
+        ),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _report_options(function: F) -> F:
+    options = [
+        click.option("--bundle", default="", help="Evidence bundle (directory or .tar.gz) instead of a live cluster."),
+        click.option("--incident-start", default="", help="Incident start (shaded in charts, used in the timeline)."),
+        click.option("--incident-end", default="", help="Incident end."),
+        click.option("--out", default="", help="Output folder (must be new or empty)."),
+        click.option("--deadline", default="", help="Overall time limit for the run, e.g. 300s."),
+        click.option("--ignore", multiple=True, help="Report this finding code as info (repeatable)."),
+        click.option("--quiet", "-q", is_flag=True, help="No progress output."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _params(options: dict[str, Any]) -> Any:
+    from nbhelpers.triage import TriageParams
+
+    fields = set(TriageParams.__dataclass_fields__)
+    values = {name: value for name, value in options.items() if name in fields}
+    for name in ("prometheus_headers", "ignore"):
+        if name in values:
+            values[name] = tuple(values[name])
+    return TriageParams(**values)
+
+
+def _run_report(options: dict[str, Any], always_zero: bool = False) -> None:
+    from nbhelpers import headless
+
+    params = _params(options)
+    target = headless.preflight(params)
+    out_dir = headless.output_dir(options.get("out") or None, target, datetime.now(timezone.utc))
+    show_progress = not options.get("quiet") and sys.stderr.isatty()
+    if show_progress:
+        click.echo(f"triage {target.namespace}/{target.isvc} -> {out_dir}", err=True)
+    report = headless.execute(params, out_dir, show_progress)
+    critical = sum(1 for finding in report.findings["findings"] if finding["severity"] == "critical")
+    causes = ", ".join(report.findings["root_causes"]) or "none"
+    click.echo(f"report: {out_dir / 'report.html'}")
+    click.echo(f"root causes: {causes} ({critical} critical findings)")
+    sys.exit(0 if always_zero or not report.has_critical else 1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kserve-runbook")
+def cli() -> None:
+    """Diagnose vLLM on KServe: 503s, 504s, GPU OOM, autoscaling that does not scale."""
+
+
+@cli.command()
+@_live_options
+@_report_options
+def triage(**options: Any) -> None:
+    """Run the triage runbook headless and write report.html, triage.ipynb, findings.json, summary.md."""
+    _run_report(options)
+
+
+@cli.command()
+@_live_options
+@click.option("--bundle", default="", help="Re-capture from an existing bundle (e.g. to narrow the window).")
+@click.option("--out", required=True, help="Bundle to write: a new directory, or a path ending in .tar.gz.")
+def capture(**options: Any) -> None:
+    """Write an evidence bundle (secrets redacted) to re-run the triage offline."""
+    from nbhelpers.capture import write_bundle
+    from nbhelpers.triage import collect
+
+    destination = Path(options["out"])
+    if destination.exists() and (destination.is_file() or any(destination.iterdir())):
+        raise RunbookError(f"--out {destination} exists and is not empty: choose a new path")
+    evidence = collect(_params(options))
+    written = write_bundle(evidence, destination, evidence.observed_at)
+    missing = len(evidence.failures())
+    click.echo(f"bundle: {written} ({missing} reads failed; see manifest.json)")
+
+
+@cli.command()
+@click.option("--out", default="", help="Output folder (must be new or empty).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+def demo(out: str, quiet: bool) -> None:
+    """Triage the bundled default scenario (no cluster needed)."""
+    from nbhelpers.scenarios import DEFAULT_SCENARIO
+
+    _run_scenario(DEFAULT_SCENARIO, out, quiet)
+
+
+@cli.group()
+def scenarios() -> None:
+    """Bundled incident scenarios that run with no cluster."""
+
+
+@scenarios.command("list")
+def scenarios_list() -> None:
+    """List the scenarios: name, symptom, difficulty."""
+    from nbhelpers.scenarios import list_scenarios
+
+    for spec in list_scenarios():
+        click.echo(f"{spec.name:<28} {spec.symptom:<18} {spec.difficulty}")
+
+
+@scenarios.command("run")
+@click.argument("name")
+@click.option("--out", default="", help="Output folder (must be new or empty).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+def scenarios_run(name: str, out: str, quiet: bool) -> None:
+    """Run the triage on one scenario's bundle."""
+    _run_scenario(name, out, quiet)
+
+
+def _run_scenario(name: str, out: str, quiet: bool) -> None:
+    from nbhelpers.scenarios import scenario_bundle
+
+    bundle = scenario_bundle(name)
+    _run_report({"bundle": str(bundle), "out": out, "quiet": quiet}, always_zero=True)
+
+
+@cli.command()
+@click.argument("code", required=False)
+def codes(code: str | None) -> None:
+    """The finding-code reference: severity, step, meaning and cause edges."""
+    from nbhelpers.findings import CATALOG, CAUSE_EDGES
+
+    if code and code not in CATALOG:
+        raise RunbookError(f"unknown code {code!r}: run 'kserve-runbook codes' for the list")
+    for info in [CATALOG[code]] if code else CATALOG.values():
+        click.echo(f"{info.code}  [{info.severity.value}, step {info.step}]  {info.meaning}")
+        if code:
+            click.echo(f"\n{info.reference}\n")
+            explains = ", ".join(sorted(CAUSE_EDGES[info.code])) or "nothing"
+            explained_by = ", ".join(sorted(c for c, targets in CAUSE_EDGES.items() if info.code in targets))
+            click.echo(f"explains: {explains}")
+            click.echo(f"explained by: {explained_by or 'nothing'}")
+
+
+def main() -> None:
+    """Console entry point: user errors become one line on stderr and exit code 2."""
+    try:
+        cli.main(standalone_mode=False)
+    except RunbookError as error:
+        click.echo(f"kserve-runbook: error: {error}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("kserve-runbook: aborted", err=True)
+        sys.exit(2)
+    except click.ClickException as error:
+        click.echo(f"kserve-runbook: error: {error.format_message()}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)

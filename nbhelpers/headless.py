@@ -1,0 +1,209 @@
+"""Headless triage: run ``runbooks/triage.ipynb`` with papermill and write the report (DESIGN §3.1, §4.2).
+
+The CLI checks the input first (sources, window, the InferenceService) so a
+bad input fails in a second with one line, then executes the notebook, relays
+its per-step progress to the terminal, renders ``report.html`` and reads the
+exit code from the written ``findings.json``. Secrets never travel as notebook
+parameters: the Prometheus token and headers reach the kernel through
+environment variables that name them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+from nbhelpers.errors import RunbookError
+from nbhelpers.evidence import Target, require_isvc
+from nbhelpers.resources import runbook_path
+from nbhelpers.timeutil import parse_duration
+from nbhelpers.triage import TriageParams, open_sources
+
+PROGRESS_ENV = "KSERVE_RUNBOOK_PROGRESS_FILE"
+ERROR_ENV = "KSERVE_RUNBOOK_ERROR_FILE"
+HEADERS_ENV = "KSERVE_RUNBOOK_PROMETHEUS_HEADERS"
+OUTPUT_FILES = ("triage.ipynb", "report.html", "findings.json", "summary.md")
+
+
+@dataclass(frozen=True)
+class Report:
+    out_dir: Path
+    findings: dict[str, Any]
+
+    @property
+    def has_critical(self) -> bool:
+        return any(finding.get("severity") == "critical" for finding in self.findings.get("findings", []))
+
+
+def preflight(params: TriageParams) -> Target:
+    """Validate sources, window and target before a kernel starts; ``RunbookError`` on bad input."""
+    cluster, _metrics, target, _window = open_sources(params)
+    require_isvc(cluster, target)
+    return target
+
+
+def output_dir(out: str | None, target: Target, now: datetime, base: Path = Path("outputs")) -> Path:
+    """The run's output folder: ``--out`` (must be empty) or a fresh timestamped one."""
+    if out:
+        chosen = Path(out)
+        if chosen.exists() and (not chosen.is_dir() or any(chosen.iterdir())):
+            raise RunbookError(f"--out {chosen} exists and is not empty: choose a new folder")
+        chosen.mkdir(parents=True, exist_ok=True)
+        return chosen
+    stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stem = f"{stamp}-{target.namespace}-{target.isvc}"
+    for suffix in range(1000):
+        candidate = base / (stem if suffix == 0 else f"{stem}-{suffix}")
+        try:
+            candidate.mkdir(parents=True)
+        except FileExistsError:
+            continue
+        return candidate
+    raise RunbookError(f"could not create an output folder under {base}")
+
+
+def notebook_parameters(params: TriageParams, out_dir: Path) -> dict[str, Any]:
+    """The papermill parameters: plain settings only, never a secret value."""
+    return {
+        "namespace": params.namespace,
+        "isvc": params.isvc,
+        "bundle": str(Path(params.bundle).resolve()) if params.bundle else "",
+        "kubeconfig": str(Path(params.kubeconfig).resolve()) if params.kubeconfig else "",
+        "context": params.context,
+        "prometheus": params.prometheus,
+        "prometheus_token_env": params.prometheus_token_env,
+        "prometheus_ca_file": params.prometheus_ca_file,
+        "prometheus_headers_env": HEADERS_ENV if params.prometheus_headers else "",
+        "prometheus_insecure": params.prometheus_insecure,
+        "since": params.since,
+        "start": params.start,
+        "end": params.end,
+        "incident_start": params.incident_start,
+        "incident_end": params.incident_end,
+        "ignore": ",".join(params.ignore),
+        "deadline": params.deadline,
+        "request_timeout": params.request_timeout,
+        "kserve_namespace": params.kserve_namespace,
+        "knative_namespace": params.knative_namespace,
+        "out_dir": str(out_dir.resolve()),
+        "interactive": False,
+    }
+
+
+class ProgressRelay:
+    """Tails the kernel's progress file and prints step lines to a terminal."""
+
+    def __init__(self, path: Path, stream: TextIO, enabled: bool) -> None:
+        self.path, self.stream, self.enabled = path, stream, enabled
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._follow, daemon=True)
+        self._started: dict[str, float] = {}
+
+    def __enter__(self) -> ProgressRelay:
+        if self.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        if self.enabled:
+            self._thread.join(timeout=2)
+
+    def _follow(self) -> None:
+        position = 0
+        while True:
+            stopping = self._stop.is_set()
+            if self.path.exists():
+                with self.path.open() as handle:
+                    handle.seek(position)
+                    for line in handle:
+                        self._show(line.rstrip("\n"))
+                    position = handle.tell()
+            if stopping:
+                return
+            time.sleep(0.1)
+
+    def _show(self, line: str) -> None:
+        event, _, message = line.partition("\t")
+        if event == "gather":
+            self.stream.write(f"  gathering: {message}\n")
+        elif event == "step-end":
+            step_id, status, seconds = [*message.split(), "", "", ""][:3]
+            self.stream.write(f"  step {step_id:<16} {status:<9} {seconds}\n")
+        self.stream.flush()
+
+
+@contextmanager
+def _kernel_environment(params: TriageParams, progress_file: Path, error_file: Path) -> Iterator[None]:
+    """Environment for the kernel (papermill starts it as a child of this process)."""
+    added: dict[str, str] = {PROGRESS_ENV: str(progress_file), ERROR_ENV: str(error_file)}
+    if params.prometheus_headers:
+        headers = {}
+        for header in params.prometheus_headers:
+            name, _, value = header.partition(":")
+            headers[name.strip()] = value.strip()
+        added[HEADERS_ENV] = json.dumps(headers)
+    saved: dict[str, str | None] = {name: os.environ.get(name) for name in added}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for name, previous in saved.items():
+            if previous is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = previous
+
+
+def execute(params: TriageParams, out_dir: Path, show_progress: bool, stream: TextIO = sys.stderr) -> Report:
+    """Run the notebook headless into ``out_dir`` and render the HTML report."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    from nbhelpers.report import render_html
+
+    deadline = parse_duration(params.deadline).total_seconds() if params.deadline else None
+    with tempfile.TemporaryDirectory(prefix="kserve-runbook-") as scratch:
+        progress_file, error_file = Path(scratch) / "progress", Path(scratch) / "error"
+        partial_notebook = out_dir / ".triage.ipynb.partial"
+        try:
+            with (
+                _kernel_environment(params, progress_file, error_file),
+                ProgressRelay(progress_file, stream, show_progress),
+            ):
+                papermill.execute_notebook(
+                    str(runbook_path("triage")),
+                    str(partial_notebook),
+                    parameters=notebook_parameters(params, out_dir),
+                    kernel_name="python3",
+                    progress_bar=False,
+                    cwd=str(out_dir),
+                    execution_timeout=int(deadline) if deadline else None,
+                )
+        except PapermillExecutionError as error:
+            message = error_file.read_text().strip() if error_file.exists() else ""
+            if message:
+                raise RunbookError(message) from None
+            raise RunbookError(
+                f"the runbook failed in cell {error.exec_count}: {error.ename}: {error.evalue} "
+                f"(executed notebook kept at {partial_notebook})"
+            ) from None
+        except TimeoutError:
+            raise RunbookError(f"the run did not finish within --deadline {params.deadline}") from None
+    notebook_file = out_dir / "triage.ipynb"
+    os.replace(partial_notebook, notebook_file)
+    render_html(notebook_file, out_dir / "report.html")
+    findings_file = out_dir / "findings.json"
+    if not findings_file.exists():
+        raise RunbookError(f"the runbook ran but wrote no {findings_file}")
+    return Report(out_dir, json.loads(findings_file.read_text()))

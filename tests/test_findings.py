@@ -1,0 +1,151 @@
+"""The code catalog, the cause graph and root-cause ranking (DESIGN §4.3-4.4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nbhelpers.findings import (
+    CATALOG,
+    CAUSE_EDGES,
+    STEP_ORDER,
+    Finding,
+    Severity,
+    apply_ignores,
+    rank_root_causes,
+    reachable,
+)
+
+DESIGN_CODES = {
+    "ISVC_NOT_READY": ("endpoints", "critical"),
+    "ENDPOINTS_NONE_READY": ("endpoints", "critical"),
+    "ENDPOINTS_SELECTOR_MISMATCH": ("endpoints", "critical"),
+    "ROUTING_REVISION_NOT_READY": ("endpoints", "critical"),
+    "ROUTING_LAYER_MISMATCH": ("endpoints", "critical"),
+    "ROUTING_HOST_MISMATCH": ("endpoints", "critical"),
+    "PROBE_READINESS_MISSING": ("probes", "warning"),
+    "PROBE_LIVENESS_KILLS_DURING_LOAD": ("probes", "critical"),
+    "PROBE_STARTUP_BUDGET_SHORT": ("probes", "warning"),
+    "PROBE_NOT_MODEL_AWARE": ("probes", "warning"),
+    "PORT_MISMATCH": ("ports", "critical"),
+    "RESOURCES_REQUESTS_MISSING": ("resources", "warning"),
+    "RESOURCES_GPU_UNSCHEDULABLE": ("resources", "critical"),
+    "RESOURCES_HOST_OOMKILLED": ("resources", "critical"),
+    "RESOURCES_GPU_NOT_VISIBLE": ("resources", "critical"),
+    "RESOURCES_SHM_MISSING": ("resources", "warning"),
+    "COLDSTART_SCALE_TO_ZERO": ("cold_start", "warning"),
+    "COLDSTART_EXCEEDS_TIMEOUT": ("cold_start", "critical"),
+    "COLDSTART_CHURN": ("cold_start", "warning"),
+    "HPA_METRICS_API_UNAVAILABLE": ("metric_pipeline", "critical"),
+    "HPA_METRIC_FETCH_FAILED": ("metric_pipeline", "critical"),
+    "HPA_METRIC_SERIES_MISSING": ("metric_pipeline", "warning"),
+    "HPA_METRICS_API_CONFLICT": ("metric_pipeline", "warning"),
+    "HPA_MISSING": ("scale_target", "warning"),
+    "HPA_TARGET_NOT_FOUND": ("scale_target", "critical"),
+    "HPA_TARGET_NOT_SERVING": ("scale_target", "critical"),
+    "HPA_CONFLICT": ("scale_target", "warning"),
+    "HPA_CPU_METRIC_ON_GPU": ("scale_target", "warning"),
+    "HPA_TARGET_ABOVE_POD_CAPACITY": ("scale_target", "warning"),
+    "HPA_AT_MAX": ("scale_target", "warning"),
+    "HPA_BEHAVIOR_SLOW": ("scale_target", "warning"),
+    "QUEUE_SATURATION": ("queue_vs_oom", "warning"),
+    "KV_CACHE_PRESSURE": ("queue_vs_oom", "warning"),
+    "GPU_OOM": ("queue_vs_oom", "critical"),
+    "VLLM_KV_CAPACITY_EXCEEDED": ("queue_vs_oom", "critical"),
+    "VLLM_MEMORY_UTILIZATION_RISKY": ("queue_vs_oom", "warning"),
+    "TIMEOUT_MISALIGNED": ("timeouts", "warning"),
+    "TIMEOUT_LB_DEFAULT": ("timeouts", "warning"),
+}
+
+# Each initial edge of DESIGN §4.3, spelled out so a change to the graph is a visible change here.
+DESIGN_EDGES = [
+    ("GPU_OOM", "PROBE_LIVENESS_KILLS_DURING_LOAD"),
+    ("PORT_MISMATCH", "PROBE_NOT_MODEL_AWARE"),
+    ("RESOURCES_HOST_OOMKILLED", "PROBE_READINESS_MISSING"),
+    ("PROBE_LIVENESS_KILLS_DURING_LOAD", "ENDPOINTS_NONE_READY"),
+    ("PORT_MISMATCH", "ROUTING_REVISION_NOT_READY"),
+    ("RESOURCES_SHM_MISSING", "ENDPOINTS_NONE_READY"),
+    ("ENDPOINTS_SELECTOR_MISMATCH", "ENDPOINTS_NONE_READY"),
+    ("COLDSTART_EXCEEDS_TIMEOUT", "ROUTING_REVISION_NOT_READY"),
+    ("ENDPOINTS_NONE_READY", "ISVC_NOT_READY"),
+    ("ROUTING_HOST_MISMATCH", "ISVC_NOT_READY"),
+    ("COLDSTART_SCALE_TO_ZERO", "COLDSTART_EXCEEDS_TIMEOUT"),
+    ("HPA_CONFLICT", "COLDSTART_CHURN"),
+    ("RESOURCES_REQUESTS_MISSING", "HPA_METRIC_FETCH_FAILED"),
+    ("HPA_METRIC_SERIES_MISSING", "HPA_METRIC_FETCH_FAILED"),
+    ("HPA_TARGET_ABOVE_POD_CAPACITY", "QUEUE_SATURATION"),
+    ("RESOURCES_GPU_UNSCHEDULABLE", "QUEUE_SATURATION"),
+    ("VLLM_MEMORY_UTILIZATION_RISKY", "GPU_OOM"),
+    ("KV_CACHE_PRESSURE", "QUEUE_SATURATION"),
+    ("QUEUE_SATURATION", "TIMEOUT_LB_DEFAULT"),
+    ("COLDSTART_EXCEEDS_TIMEOUT", "TIMEOUT_MISALIGNED"),
+]
+
+
+def test_catalog_holds_every_design_code_with_its_step_and_severity() -> None:
+    assert set(DESIGN_CODES) <= set(CATALOG)
+    for code, (step, severity) in DESIGN_CODES.items():
+        assert CATALOG[code].step == step
+        assert CATALOG[code].severity.value == severity
+
+
+def test_every_code_has_reference_text_and_edges_entry() -> None:
+    for code, info in CATALOG.items():
+        assert info.step in STEP_ORDER
+        assert len(info.reference) > 40, code
+        assert code in CAUSE_EDGES
+
+
+@pytest.mark.parametrize(("cause", "effect"), DESIGN_EDGES)
+def test_design_edges_present(cause: str, effect: str) -> None:
+    assert effect in CAUSE_EDGES[cause]
+
+
+def test_paths_through_absent_codes_count() -> None:
+    # GPU_OOM -> PROBE_* -> ENDPOINTS_NONE_READY -> ISVC_NOT_READY
+    assert "ISVC_NOT_READY" in reachable("VLLM_MEMORY_UTILIZATION_RISKY")
+    assert rank_root_causes([_finding("ISVC_NOT_READY"), _finding("VLLM_MEMORY_UTILIZATION_RISKY")]) == [
+        "VLLM_MEMORY_UTILIZATION_RISKY",
+        "ISVC_NOT_READY",
+    ]
+
+
+def _finding(code: str, severity: Severity | None = None) -> Finding:
+    return Finding(code=code, title=code, summary="s", severity=severity)
+
+
+def test_ranking_cause_before_effect_then_severity_then_step_then_name() -> None:
+    findings = [
+        _finding("ISVC_NOT_READY"),
+        _finding("ENDPOINTS_NONE_READY"),
+        _finding("PORT_MISMATCH"),
+        _finding("TIMEOUT_LB_DEFAULT"),  # warning; explained by HPA_TARGET_NOT_FOUND through QUEUE_SATURATION
+        _finding("HPA_TARGET_NOT_FOUND"),  # critical, scale_target: after the critical endpoints codes
+        _finding("PORT_MISMATCH"),  # duplicates collapse
+    ]
+    assert rank_root_causes(findings) == [
+        "PORT_MISMATCH",
+        "ENDPOINTS_NONE_READY",
+        "ISVC_NOT_READY",
+        "HPA_TARGET_NOT_FOUND",
+        "TIMEOUT_LB_DEFAULT",
+    ]
+
+
+def test_warning_cause_still_precedes_its_critical_effect() -> None:
+    findings = [_finding("GPU_OOM"), _finding("VLLM_MEMORY_UTILIZATION_RISKY")]
+    assert rank_root_causes(findings) == ["VLLM_MEMORY_UTILIZATION_RISKY", "GPU_OOM"]
+
+
+def test_info_findings_are_not_root_causes() -> None:
+    assert rank_root_causes([_finding("PORT_MISMATCH", Severity.INFO)]) == []
+
+
+def test_ignores_turn_findings_into_info_and_say_who() -> None:
+    ignored = apply_ignores([_finding("PORT_MISMATCH")], {"PORT_MISMATCH": "--ignore"})
+    assert ignored[0].level is Severity.INFO
+    assert "ignored by --ignore" in ignored[0].summary
+
+
+def test_unknown_code_is_rejected() -> None:
+    with pytest.raises(ValueError, match="unknown finding code"):
+        _finding("NOT_A_CODE")

@@ -1,0 +1,93 @@
+"""run_step and run(): statuses, error capture, ignores, partial (DESIGN §3.1, §4.3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from builders import CAPTURED_AT, bundle_files, evidence_from_objects
+from nbhelpers.checks import STEP_BY_ID, STEPS
+from nbhelpers.errors import EvidenceMissing, RunbookError, StepSkipped
+from nbhelpers.evidence import Evidence
+from nbhelpers.findings import Finding, Severity
+from nbhelpers.sources.bundle import write_bundle_files
+from nbhelpers.triage import TriageParams, ignored_codes, run, run_step
+
+ISVC = {
+    "apiVersion": "serving.kserve.io/v1beta1",
+    "kind": "InferenceService",
+    "metadata": {"name": "x", "namespace": "llm", "annotations": {"kserve-runbook/ignore": "PORT_MISMATCH"}},
+}
+
+
+@pytest.fixture(scope="module")
+def evidence() -> Evidence:
+    return evidence_from_objects([ISVC], "llm", "x")
+
+
+def test_not_implemented_step_is_skipped_with_that_reason(evidence: Evidence) -> None:
+    result = run_step(STEP_BY_ID["timeouts"], None, evidence)
+    assert (result.status, result.reason, result.findings) == ("skipped", "not implemented yet", ())
+
+
+def test_step_statuses_from_what_the_check_does(evidence: Evidence) -> None:
+    step = STEP_BY_ID["ports"]
+
+    def skipped(_evidence: Evidence) -> list[Finding]:
+        raise StepSkipped("ModelMesh is out of scope")
+
+    def missing(_evidence: Evidence) -> list[Finding]:
+        raise EvidenceMissing("Pod in llm", "forbidden")
+
+    def broken(_evidence: Evidence) -> list[Finding]:
+        raise KeyError("spec")
+
+    def finds(_evidence: Evidence) -> list[Finding]:
+        return [Finding("PORT_MISMATCH", "t", "s")]
+
+    def informs(_evidence: Evidence) -> list[Finding]:
+        return [Finding("PORT_MISMATCH", "t", "s", severity=Severity.INFO)]
+
+    assert run_step(step, skipped, evidence).status == "skipped"
+    assert run_step(step, missing, evidence).reason == "missing evidence: Pod in llm: forbidden"
+    assert run_step(step, broken, evidence).reason == "KeyError: 'spec'"
+    assert run_step(step, finds, evidence).status == "findings"
+    assert run_step(step, informs, evidence).status == "ok"
+    ignored = run_step(step, finds, evidence, ignored={"PORT_MISMATCH": "--ignore"})
+    assert ignored.status == "ok" and ignored.findings[0].level is Severity.INFO
+
+
+def test_progress_reports_each_step(evidence: Evidence) -> None:
+    events: list[tuple[str, str]] = []
+    run_step(STEP_BY_ID["probes"], None, evidence, progress=lambda event, message: events.append((event, message)))
+    assert events[0] == ("step-start", "probes")
+    assert events[1][0] == "step-end" and events[1][1].startswith("probes skipped")
+
+
+def test_run_on_a_bundle_reports_all_nine_steps(tmp_path: Path) -> None:
+    bundle = write_bundle_files(bundle_files([ISVC], "llm", "x"), tmp_path / "b")
+    result = run(TriageParams(bundle=str(bundle)), clock=lambda: CAPTURED_AT)
+    assert [step.id for step in result.steps] == [step.id for step in STEPS]
+    document = result.to_json()
+    assert document["target"] == {"namespace": "llm", "isvc": "x", "deployment_mode": "unknown", "deployment_mode_raw": ""}
+    assert document["sources"] == {"cluster": "bundle", "prometheus": "none"}
+    assert document["generated_at"] == "2026-01-15T12:00:00Z"
+    assert document["window"] == {"start": "2026-01-15T11:00:00Z", "end": "2026-01-15T12:00:00Z"}
+
+
+def test_run_refuses_bad_input_with_one_line(tmp_path: Path) -> None:
+    bundle = write_bundle_files(bundle_files([ISVC], "llm", "x"), tmp_path / "b")
+    with pytest.raises(RunbookError, match=r"InferenceService 'nope' not found in namespace 'llm' \(existing: x\)"):
+        run(TriageParams(bundle=str(bundle), isvc="nope"))
+    with pytest.raises(RunbookError, match="window ends in the future"):
+        run(TriageParams(bundle=str(bundle), start="2026-01-15T11:00:00Z", end="2026-01-16T11:00:00Z"))
+    with pytest.raises(RunbookError, match="--namespace and --isvc are required"):
+        run(TriageParams())
+
+
+def test_ignores_come_from_the_flag_and_the_isvc_annotation(evidence: Evidence) -> None:
+    assert ignored_codes(TriageParams(ignore=("GPU_OOM",)), evidence) == {
+        "GPU_OOM": "--ignore",
+        "PORT_MISMATCH": "annotation kserve-runbook/ignore",
+    }
