@@ -22,7 +22,8 @@ from nbhelpers.timeutil import format_time
 
 
 def _yaml_documents(objects: list[dict[str, Any]]) -> bytes:
-    return yaml.safe_dump_all(objects, sort_keys=True, default_flow_style=False, allow_unicode=True).encode()
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump_all(objects, Dumper=dumper, sort_keys=True, default_flow_style=False, allow_unicode=True).encode()
 
 
 def _json(document: Any) -> bytes:

@@ -27,7 +27,7 @@ from nbhelpers.errors import RunbookError
 from nbhelpers.evidence import Target, require_isvc
 from nbhelpers.resources import runbook_path
 from nbhelpers.timeutil import parse_duration
-from nbhelpers.triage import TriageParams, open_sources
+from nbhelpers.triage import TriageParams, incident_window, open_sources
 
 PROGRESS_ENV = "KSERVE_RUNBOOK_PROGRESS_FILE"
 ERROR_ENV = "KSERVE_RUNBOOK_ERROR_FILE"
@@ -47,6 +47,7 @@ class Report:
 
 def preflight(params: TriageParams) -> Target:
     """Validate sources, window and target before a kernel starts; ``RunbookError`` on bad input."""
+    incident_window(params)
     cluster, _metrics, target, _window = open_sources(params)
     require_isvc(cluster, target)
     return target
@@ -175,7 +176,7 @@ def execute(params: TriageParams, out_dir: Path, show_progress: bool, stream: Te
     deadline = parse_duration(params.deadline).total_seconds() if params.deadline else None
     with tempfile.TemporaryDirectory(prefix="kserve-runbook-") as scratch:
         progress_file, error_file = Path(scratch) / "progress", Path(scratch) / "error"
-        partial_notebook = out_dir / ".triage.ipynb.partial"
+        partial_notebook = out_dir / ".triage.partial.ipynb"
         try:
             with (
                 _kernel_environment(params, progress_file, error_file),

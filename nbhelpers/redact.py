@@ -34,11 +34,17 @@ _TEXT_PATTERNS = (
 )
 
 
+# Cheap pre-filter: text without any of these words cannot match a pattern below.
+_TRIGGER = re.compile(r"(?i)token|secret|passw|api[_-]?key|credential|bearer|authorization|sk-|hf_|xox|hooks\.slack")
+
+
 def redact_text(text: str, known_secrets: Iterable[str] = ()) -> str:
     """Remove known secret values and anything shaped like a credential from free text."""
     for secret in sorted(set(known_secrets), key=len, reverse=True):
         if len(secret) >= 4:
             text = text.replace(secret, REDACTED)
+    if not _TRIGGER.search(text):
+        return text
     for pattern in _TEXT_PATTERNS:
         text = pattern.sub(
             lambda match: match.group(1) + REDACTED if match.group(2) != REDACTED else match.group(0), text

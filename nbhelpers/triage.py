@@ -221,7 +221,8 @@ def _live_metrics(params: TriageParams, timeout: float) -> MetricsSource:
     )
 
 
-def _incident(params: TriageParams) -> Window | None:
+def incident_window(params: TriageParams) -> Window | None:
+    """The incident interval from ``--incident-start/--incident-end`` (both or neither)."""
     if not (params.incident_start or params.incident_end):
         return None
     if not (params.incident_start and params.incident_end):
@@ -264,7 +265,7 @@ def run(
 ) -> TriageResult:
     """Triage one InferenceService: every step runs, whatever earlier steps found."""
     now = clock or (lambda: datetime.now(timezone.utc))
-    incident = _incident(params)
+    incident = incident_window(params)
     deadline = time.monotonic() + parse_duration(params.deadline).total_seconds() if params.deadline else None
     evidence = collect(params, progress)
     ignored = ignored_codes(params, evidence)

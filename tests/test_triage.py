@@ -70,7 +70,12 @@ def test_run_on_a_bundle_reports_all_nine_steps(tmp_path: Path) -> None:
     result = run(TriageParams(bundle=str(bundle)), clock=lambda: CAPTURED_AT)
     assert [step.id for step in result.steps] == [step.id for step in STEPS]
     document = result.to_json()
-    assert document["target"] == {"namespace": "llm", "isvc": "x", "deployment_mode": "unknown", "deployment_mode_raw": ""}
+    assert document["target"] == {
+        "namespace": "llm",
+        "isvc": "x",
+        "deployment_mode": "unknown",
+        "deployment_mode_raw": "",
+    }
     assert document["sources"] == {"cluster": "bundle", "prometheus": "none"}
     assert document["generated_at"] == "2026-01-15T12:00:00Z"
     assert document["window"] == {"start": "2026-01-15T11:00:00Z", "end": "2026-01-15T12:00:00Z"}

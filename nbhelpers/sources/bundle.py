@@ -44,6 +44,8 @@ from nbhelpers.sources.base import (
 from nbhelpers.timeutil import Window, parse_time
 
 BUNDLE_VERSION = 1
+# libyaml's parser is ~10x faster than the pure-Python one on large kubectl dumps.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,7 @@ def read_manifest(files: BundleFiles) -> Manifest:
 
 def _documents(name: str, data: bytes) -> Iterator[KubeObject]:
     try:
-        documents = list(yaml.safe_load_all(data.decode("utf-8", errors="replace")))
+        documents = list(yaml.load_all(data.decode("utf-8", errors="replace"), Loader=_YAML_LOADER))
     except yaml.YAMLError as error:
         raise BundleError(f"bundle file {name} is not valid YAML ({str(error).splitlines()[0]})") from None
     for document in documents:

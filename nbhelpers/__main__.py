@@ -1,0 +1,5 @@
+"""``python -m nbhelpers`` runs the ``kserve-runbook`` CLI."""
+
+from nbhelpers.cli import main
+
+main()
