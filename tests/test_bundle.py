@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from builders import CAPTURED_AT, WINDOW, bundle_files, evidence_from_objects
+
 from nbhelpers.capture import bundle_files as capture_files
 from nbhelpers.errors import BundleError, ReadFailed
 from nbhelpers.evidence import Target, gather
@@ -93,12 +93,12 @@ def test_truncated_tarball_and_bad_yaml_give_one_line_errors(tmp_path: Path) -> 
     tarball = write_bundle_files(bundle_files([], "llm", "x"), tmp_path / "t.tar.gz")
     truncated = tmp_path / "truncated.tar.gz"
     truncated.write_bytes(tarball.read_bytes()[:40])
-    with pytest.raises(BundleError, match="not a readable .tar.gz"):
+    with pytest.raises(BundleError, match=r"not a readable \.tar\.gz"):
         open_bundle(truncated)
     with pytest.raises(BundleError, match="does not exist"):
         open_bundle(tmp_path / "nowhere")
     bad = _bundle_dir(tmp_path, {"objects/bad.yaml": "kind: Pod\n  metadata: [\n"})
-    with pytest.raises(BundleError, match="bad.yaml is not valid YAML"):
+    with pytest.raises(BundleError, match=r"bad\.yaml is not valid YAML"):
         open_bundle(bad)
 
 

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from builders import bundle_files
+
 from nbhelpers.sources.bundle import write_bundle_files
 
 ISVC = {

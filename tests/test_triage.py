@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from builders import CAPTURED_AT, bundle_files, evidence_from_objects
+
 from nbhelpers.checks import STEP_BY_ID, STEPS
 from nbhelpers.errors import EvidenceMissing, RunbookError, StepSkipped
 from nbhelpers.evidence import Evidence

@@ -204,7 +204,7 @@ _LABEL_VALUE = re.compile(r"^[A-Za-z0-9._-]+$")
 def render(spec: QuerySpec, template_index: int, namespace: str, isvc: str, step_seconds: int) -> str:
     """Fill one template for an InferenceService. Names are validated, never quoted blindly."""
     for value in (namespace, isvc):
-        if not _LABEL_VALUE.match(value):
+        if not _LABEL_VALUE.fullmatch(value):
             raise ValueError(f"invalid Kubernetes name {value!r}")
     pod_pattern = f"{isvc}-predictor-.+"
     selector = f'namespace="{namespace}", pod=~"{pod_pattern}"'

@@ -15,6 +15,7 @@ treats them the same way, and the name stays the one the catalog queries.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -137,7 +138,7 @@ def _check_buckets(name: str, point: HistogramPoint) -> None:
     counts = [count for _, count in point.buckets] + [point.count]
     if any(not math.isfinite(bound) for bound in bounds) or bounds != sorted(set(bounds)):
         raise ValueError(f"histogram {name!r}: bucket bounds must be finite, unique and ascending")
-    if any(later < earlier for earlier, later in zip(counts, counts[1:])):
+    if any(later < earlier for earlier, later in itertools.pairwise(counts)):
         raise ValueError(f"histogram {name!r} at {point.timestamp}: bucket counts must be cumulative")
 
 

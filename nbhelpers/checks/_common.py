@@ -1,0 +1,461 @@
+"""Helpers shared by the checks: predictor pods, the serving container, Services and their
+addresses, Knative revisions that receive traffic, and merge patches with their kubectl commands.
+
+Everything here is a pure function of the evidence.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from nbhelpers import kube
+from nbhelpers.errors import EvidenceMissing, StepSkipped
+from nbhelpers.evidence import Evidence
+from nbhelpers.findings import Patch
+from nbhelpers.sources import kinds
+
+KubeObject = dict[str, Any]
+
+SERVERLESS = "Serverless"
+RAW = "RawDeployment"
+MODELMESH = "ModelMesh"
+
+# Containers that KServe, Knative or a mesh add next to the model server.
+SIDECAR_CONTAINERS = frozenset({"queue-proxy", "agent", "kserve-agent", "istio-proxy", "linkerd-proxy"})
+AGENT_CONTAINERS = frozenset({"agent", "kserve-agent"})
+AGENT_PORT = 9081
+KSERVE_DEFAULT_PORT = 8080
+REVISION_LABEL = "serving.knative.dev/revision"
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+
+
+def skip_modelmesh(evidence: Evidence) -> None:
+    if evidence.deployment_mode == MODELMESH:
+        raise StepSkipped("ModelMesh serves many models from shared pods; this step covers Serverless and Raw")
+
+
+def require_read(evidence: Evidence, what: str) -> None:
+    """Raise ``EvidenceMissing`` when the read recorded as ``what`` (a prefix) failed."""
+    failure = evidence.failure(what)
+    if failure is not None:
+        raise EvidenceMissing(failure.what, f"{failure.status}: {failure.reason}".rstrip(": "))
+
+
+def predictor_name(evidence: Evidence) -> str:
+    return f"{evidence.target.isvc}-predictor"
+
+
+def predictor_pods(evidence: Evidence) -> list[KubeObject]:
+    """Predictor pods of the service, oldest first (name breaks ties)."""
+    pods = [pod for pod in evidence.of(kinds.POD) if kube.is_predictor(pod)]
+    return sorted(pods, key=lambda pod: (kube.created(pod) or "", kube.name(pod)))
+
+
+def named(evidence: Evidence, kind: kinds.Kind, name: str) -> KubeObject | None:
+    """The object of ``kind`` called ``name`` in the target namespace."""
+    for obj in evidence.of(kind):
+        if kube.name(obj) == name and kube.namespace(obj) == evidence.target.namespace:
+            return obj
+    return None
+
+
+def serving_container(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """``kserve-container``, else the first container that is not a known sidecar."""
+    containers = kube.containers(pod_spec)
+    for container in containers:
+        if container.get("name") == kube.SERVING_CONTAINER:
+            return container
+    return next((c for c in containers if c.get("name") not in SIDECAR_CONTAINERS), None)
+
+
+def container_named(pod_spec: Mapping[str, Any], names: frozenset[str] | set[str]) -> Mapping[str, Any] | None:
+    return next((c for c in kube.containers(pod_spec) if c.get("name") in names), None)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The pod spec that serves: from the newest predictor pod, else a Deployment, else a Revision."""
+
+    source: KubeObject
+    pod_spec: Mapping[str, Any]
+    serving: Mapping[str, Any]
+    labels: Mapping[str, str]
+
+    @property
+    def ref(self) -> str:
+        return kube.ref(self.source)
+
+
+def current_workload(evidence: Evidence) -> Workload:
+    """The newest predictor pod's spec (it already merges runtime and ISVC), or its Deployment's template.
+
+    In Serverless mode the pods and Deployment of the newest revision are preferred. Raises
+    ``EvidenceMissing`` when pods could not be listed and ``StepSkipped`` when nothing shows a spec.
+    """
+    require_read(evidence, kinds.POD.key + " ")
+    pods = predictor_pods(evidence)
+    latest = latest_revision_name(evidence) if effective_mode(evidence) == SERVERLESS else None
+    if latest:
+        pods = [pod for pod in pods if kube.labels(pod).get(REVISION_LABEL) == latest] or pods
+    candidates: list[KubeObject] = pods[-1:]
+    deployments = sorted(
+        (
+            d
+            for d in evidence.of(kinds.DEPLOYMENT)
+            if kube.is_predictor(d) and kube.namespace(d) == evidence.target.namespace
+        ),
+        key=lambda d: (kube.name(d) == f"{latest}-deployment", kube.created(d) or "", kube.name(d)),
+    )
+    candidates += deployments[-1:]
+    revisions = [r for r in evidence.of(kinds.KNATIVE_REVISION) if kube.name(r) == latest]
+    candidates += revisions
+    for source in candidates:
+        pod_spec = kube.pod_template_spec(source)
+        container = serving_container(pod_spec)
+        if container is not None:
+            template_labels = ((kube.spec(source).get("template") or {}).get("metadata") or {}).get("labels")
+            labels = kube.labels(source) if source.get("kind") == "Pod" else dict(template_labels or {})
+            return Workload(source, pod_spec, container, labels)
+    raise StepSkipped("no predictor pod, Deployment or Revision shows the serving container")
+
+
+def declared_ports(container: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list(container.get("ports") or [])
+
+
+def describe_ports(container: Mapping[str, Any]) -> str:
+    ports = declared_ports(container)
+    if not ports:
+        return "none declared"
+    parts = []
+    for port in ports:
+        text = f"{port.get('containerPort')}/{port.get('protocol') or 'TCP'}"
+        if port.get("name"):
+            text += f" ({port['name']})"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+def resolve_named_port(containers: Sequence[Mapping[str, Any]], port: int | str) -> tuple[int | None, str | None]:
+    """(number, owning container name) for a port number or name among ``containers``."""
+    for container in containers:
+        for declared in declared_ports(container):
+            if (isinstance(port, str) and declared.get("name") == port) or (
+                not isinstance(port, str) and declared.get("containerPort") == port
+            ):
+                return int(declared["containerPort"]), str(container.get("name"))
+    if isinstance(port, int):
+        return port, None
+    return None, None
+
+
+def as_port(value: Any) -> int | str | None:
+    """A port given as number, numeric string or name."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int):
+        return value
+    text = str(value)
+    return int(text) if text.isdigit() else text
+
+
+# --- Services and their addresses -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Addresses:
+    """Ready and not-ready addresses of one Service, from its EndpointSlices, else its Endpoints."""
+
+    service: str
+    ready: tuple[str, ...]
+    not_ready: tuple[str, ...]
+    lines: tuple[str, ...]  # one evidence line per Endpoints / EndpointSlice object
+
+
+def _describe_address(ip: str, target: Mapping[str, Any] | None) -> str:
+    if target and target.get("name"):
+        return f"{ip} ({target.get('kind') or 'Pod'} {target['name']})"
+    return ip
+
+
+def service_addresses(evidence: Evidence, service_name: str) -> Addresses:
+    namespace = evidence.target.namespace
+    slice_ready: list[str] = []
+    slice_not_ready: list[str] = []
+    lines: list[str] = []
+    slices = [
+        s
+        for s in evidence.of(kinds.ENDPOINT_SLICE)
+        if kube.namespace(s) == namespace and kube.labels(s).get(SERVICE_NAME_LABEL) == service_name
+    ]
+    for endpoint_slice in sorted(slices, key=kube.name):
+        ready_here, not_ready_here = [], []
+        for endpoint in endpoint_slice.get("endpoints") or []:
+            for ip in endpoint.get("addresses") or []:
+                text = _describe_address(str(ip), endpoint.get("targetRef"))
+                # A nil ready condition means "unknown", which consumers treat as ready (API docs).
+                if (endpoint.get("conditions") or {}).get("ready", True) is False:
+                    not_ready_here.append(text)
+                else:
+                    ready_here.append(text)
+        slice_ready += ready_here
+        slice_not_ready += not_ready_here
+        lines.append(_address_line(kube.ref(endpoint_slice), ready_here, not_ready_here))
+    endpoints_ready: list[str] = []
+    endpoints_not_ready: list[str] = []
+    endpoints = named(evidence, kinds.ENDPOINTS, service_name)
+    if endpoints is not None:
+        for subset in endpoints.get("subsets") or []:
+            for address in subset.get("addresses") or []:
+                endpoints_ready.append(_describe_address(str(address.get("ip")), address.get("targetRef")))
+            for address in subset.get("notReadyAddresses") or []:
+                endpoints_not_ready.append(_describe_address(str(address.get("ip")), address.get("targetRef")))
+        lines.append(_address_line(kube.ref(endpoints), endpoints_ready, endpoints_not_ready))
+    if slices:
+        ready, not_ready = slice_ready, slice_not_ready
+    else:
+        ready, not_ready = endpoints_ready, endpoints_not_ready
+    return Addresses(
+        service_name,
+        tuple(dict.fromkeys(ready)),
+        tuple(dict.fromkeys(not_ready)),
+        tuple(lines),
+    )
+
+
+def _address_line(ref: str, ready: Sequence[str], not_ready: Sequence[str]) -> str:
+    return (
+        f"{ref}: {len(ready)} ready [{', '.join(ready) or '-'}], "
+        f"{len(not_ready)} not ready [{', '.join(not_ready) or '-'}]"
+    )
+
+
+def require_address_reads(evidence: Evidence) -> None:
+    """Addresses need Endpoints or EndpointSlices: raise only when both reads failed."""
+    endpoints = evidence.failure(kinds.ENDPOINTS.key + " ")
+    slices = evidence.failure(kinds.ENDPOINT_SLICE.key)
+    if endpoints is not None and slices is not None:
+        raise EvidenceMissing(
+            endpoints.what, f"{endpoints.status}: {endpoints.reason}; EndpointSlices: {slices.status}"
+        )
+
+
+def describe_pod_state(pod: Mapping[str, Any]) -> str:
+    """``Pod/ns/name: Running, not ready (ContainersNotReady); kserve-container waiting CrashLoopBackOff, 7 restarts``."""
+    status = kube.status(pod)
+    parts = [str(status.get("phase") or "Unknown")]
+    ready = kube.condition(pod, "Ready")
+    if kube.pod_ready(pod):
+        parts.append("ready")
+    else:
+        parts.append("not ready" + (f" ({ready.get('reason')})" if ready and ready.get("reason") else ""))
+    scheduled = kube.condition(pod, "PodScheduled")
+    if scheduled is not None and str(scheduled.get("status")) != "True":
+        parts.append(kube.describe_condition(scheduled))
+    for container in status.get("containerStatuses") or []:
+        state = container.get("state") or {}
+        detail = ""
+        if "waiting" in state:
+            detail = f"waiting {(state['waiting'] or {}).get('reason') or ''}".rstrip()
+        elif "terminated" in state:
+            detail = f"terminated {(state['terminated'] or {}).get('reason') or ''}".rstrip()
+        elif "running" in state and not container.get("ready"):
+            detail = "running, not ready"
+        restarts = int(container.get("restartCount") or 0)
+        if restarts:
+            detail += f"{', ' if detail else ''}{restarts} restarts"
+        if detail:
+            parts.append(f"{container.get('name')} {detail}")
+    return f"{kube.ref(pod)}: " + "; ".join(parts)
+
+
+# --- Knative ----------------------------------------------------------------------------------
+
+
+def knative_service(evidence: Evidence) -> KubeObject | None:
+    return named(evidence, kinds.KNATIVE_SERVICE, predictor_name(evidence))
+
+
+def effective_mode(evidence: Evidence) -> str:
+    """The normalized mode; an unknown one is inferred from what exists (a ksvc means Knative)."""
+    if evidence.deployment_mode in (SERVERLESS, RAW):
+        return evidence.deployment_mode
+    return SERVERLESS if knative_service(evidence) is not None else RAW
+
+
+def latest_revision_name(evidence: Evidence) -> str | None:
+    """The newest revision of the predictor: ksvc status, else ISVC status, else the newest Revision."""
+    ksvc = knative_service(evidence)
+    if ksvc is not None and kube.status(ksvc).get("latestCreatedRevisionName"):
+        return str(kube.status(ksvc)["latestCreatedRevisionName"])
+    predictor_status = ((kube.status(evidence.isvc).get("components") or {}).get("predictor")) or {}
+    if predictor_status.get("latestCreatedRevision"):
+        return str(predictor_status["latestCreatedRevision"])
+    revisions = sorted(
+        (r for r in evidence.of(kinds.KNATIVE_REVISION) if kube.is_predictor(r)),
+        key=lambda r: (kube.created(r) or "", kube.name(r)),
+    )
+    return kube.name(revisions[-1]) if revisions else None
+
+
+def traffic_revisions(evidence: Evidence) -> list[tuple[str, int]]:
+    """(revision, percent) pairs that receive traffic, from the ksvc status, else the ISVC status."""
+    ksvc = knative_service(evidence)
+    traffic = list(kube.status(ksvc).get("traffic") or []) if ksvc is not None else []
+    if not traffic:
+        predictor_status = ((kube.status(evidence.isvc).get("components") or {}).get("predictor")) or {}
+        traffic = list(predictor_status.get("traffic") or [])
+    shares: dict[str, int] = {}
+    for entry in traffic:
+        percent = int(entry.get("percent") or 0)
+        if entry.get("revisionName") and percent > 0:
+            shares[str(entry["revisionName"])] = shares.get(str(entry["revisionName"]), 0) + percent
+    return sorted(shares.items())
+
+
+# --- ownership --------------------------------------------------------------------------------
+
+
+def controller_owner(obj: Mapping[str, Any]) -> str | None:
+    """``Kind/name`` of the KServe or Knative object that owns ``obj`` (it would revert a direct edit)."""
+    for owner in kube.metadata(obj).get("ownerReferences") or []:
+        group = str(owner.get("apiVersion") or "").split("/")[0]
+        if group.endswith(("kserve.io", "knative.dev")):
+            return f"{owner.get('kind')}/{owner.get('name')}"
+    return None
+
+
+# --- patches ----------------------------------------------------------------------------------
+
+
+def merge_diff(original: Any, changed: Any) -> Any:
+    """The smallest RFC 7386 merge patch that turns ``original`` into ``changed``.
+
+    Maps are diffed key by key (a removed key becomes ``null``); anything else, lists included,
+    is carried whole, as DESIGN §4.3 asks for lists.
+    """
+    if not isinstance(original, Mapping) or not isinstance(changed, Mapping):
+        return copy.deepcopy(changed)
+    patch: dict[str, Any] = {}
+    for key in original:
+        if key not in changed:
+            patch[key] = None
+    for key, value in changed.items():
+        if key not in original:
+            patch[key] = copy.deepcopy(value)
+        elif original[key] != value:
+            patch[key] = merge_diff(original[key], value)
+    return patch
+
+
+@dataclass(frozen=True)
+class PatchPlan:
+    """A merge patch for one object, with the commands to apply and to roll it back."""
+
+    patch: Patch
+    apply_command: str
+    rollback_command: str
+
+    def remediation(self, what: str) -> str:
+        return f"{what}\nApply:\n  {self.apply_command}\nRoll back:\n  {self.rollback_command}"
+
+
+def _resource_name(obj: Mapping[str, Any]) -> str:
+    registered = kinds.kind_for(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""))
+    if registered is None:
+        return str(obj.get("kind") or "").lower()
+    return f"{registered.plural}.{registered.group}" if registered.group else registered.plural
+
+
+def kubectl_patch(obj: Mapping[str, Any], body: Mapping[str, Any]) -> str:
+    payload = json.dumps(body, separators=(",", ":"), sort_keys=False)
+    command = ["kubectl", "patch", _resource_name(obj), kube.name(obj)]
+    if kube.namespace(obj):
+        command += ["-n", kube.namespace(obj)]
+    command += ["--type", "merge", "-p", payload]
+    return " ".join(shlex.quote(part) for part in command)
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """Writes repeated values out in full: a patch body must not use YAML anchors and aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def plan_patch(obj: Mapping[str, Any], mutate: Callable[[KubeObject], None]) -> PatchPlan | None:
+    """Apply ``mutate`` to a copy of ``obj`` and describe the change as a merge patch (None: no change)."""
+    current = {key: copy.deepcopy(value) for key, value in obj.items() if key not in ("status",)}
+    changed = copy.deepcopy(current)
+    mutate(changed)
+    body = merge_diff(current, changed)
+    if not body:
+        return None
+    rollback = merge_diff(changed, current)
+    return PatchPlan(
+        Patch(kube.ref(obj), yaml.dump(body, Dumper=_PlainDumper, sort_keys=False, default_flow_style=False)),
+        kubectl_patch(obj, body),
+        kubectl_patch(obj, rollback),
+    )
+
+
+# The predictor keys of the v1beta1 API that hold a model-server container merged with a ServingRuntime.
+_FRAMEWORK_KEYS = (
+    "model",
+    "huggingface",
+    "pytorch",
+    "triton",
+    "tensorflow",
+    "sklearn",
+    "xgboost",
+    "onnx",
+    "lightgbm",
+    "paddle",
+    "pmml",
+)
+
+
+def isvc_serving_container(isvc: KubeObject) -> tuple[str, MutableContainer] | None:
+    """Where the ISVC declares the serving container: (description, accessor on a copy of the ISVC).
+
+    ``spec.predictor.containers[i]`` for a custom container; ``spec.predictor.model`` (or a framework
+    key) when a ServingRuntime supplies the container: KServe merges those fields into the runtime's
+    container and appends their ``args`` after the runtime's.
+    """
+    predictor = (isvc.get("spec") or {}).get("predictor") or {}
+    containers = predictor.get("containers")
+    if containers:
+        index = next(
+            (i for i, c in enumerate(containers) if c.get("name") == kube.SERVING_CONTAINER),
+            next((i for i, c in enumerate(containers) if c.get("name") not in SIDECAR_CONTAINERS), 0),
+        )
+        return f"spec.predictor.containers[{index}]", MutableContainer(("containers", index))
+    key = next((k for k in _FRAMEWORK_KEYS if isinstance(predictor.get(k), Mapping)), None)
+    if key is None:
+        return None
+    return f"spec.predictor.{key}", MutableContainer((key,))
+
+
+@dataclass(frozen=True)
+class MutableContainer:
+    """A path below ``spec.predictor`` to a container-like mapping."""
+
+    path: tuple[str | int, ...]
+
+    @property
+    def is_custom_container(self) -> bool:
+        return self.path[0] == "containers"
+
+    def get(self, isvc: KubeObject) -> dict[str, Any]:
+        node: Any = isvc.setdefault("spec", {}).setdefault("predictor", {})
+        for step in self.path:
+            node = node[step]
+        assert isinstance(node, dict)
+        return node

@@ -1,0 +1,421 @@
+"""Step 3, ``ports``: do the listening port, containerPort, Service targetPort and probe ports agree?
+
+The chain a request follows to the model server (DESIGN §6):
+
+- RawDeployment: Service ``<isvc>-predictor`` port → targetPort (number or name, resolved on the
+  pod's containers) → the serving container, or the KServe agent (9081) which forwards to its
+  ``--component-port``;
+- Serverless: ``<revision>-private`` → queue-proxy → its ``USER_PORT`` (the declared containerPort,
+  8080 when none is declared; 9081 when the agent sits in between) → the serving container.
+
+The listening port comes from the server's command line (:mod:`nbhelpers.vllm_args`). Every link
+that disagrees is a ``PORT_MISMATCH`` with the whole chain in its evidence.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nbhelpers import kube, vllm_args
+from nbhelpers.checks import STEP_BY_ID
+from nbhelpers.checks import _common as common
+from nbhelpers.evidence import Evidence
+from nbhelpers.findings import Finding, Severity
+from nbhelpers.sources import kinds
+
+STEP = STEP_BY_ID["ports"]
+PROBE_KINDS = ("readinessProbe", "livenessProbe", "startupProbe")
+PROBE_HANDLERS = ("httpGet", "tcpSocket", "grpc")
+
+
+@dataclass(frozen=True)
+class TrafficPath:
+    """Where requests reach the serving container: ``port`` (None when it cannot be told) and the hops."""
+
+    port: int | None
+    hops: tuple[str, ...]
+    service: Mapping[str, Any] | None = None
+    unresolved_target: str | None = None  # a named targetPort that no container declares
+
+    @property
+    def chain(self) -> str:
+        return " → ".join(self.hops)
+
+
+@dataclass(frozen=True)
+class ProbePort:
+    kind: str  # readinessProbe | livenessProbe | startupProbe
+    handler: str  # httpGet | tcpSocket | grpc
+    declared: int | str
+    number: int | None  # resolved number, None for a name the container does not declare
+    run_by: str  # "kubelet" or "queue-proxy"
+
+
+def run(evidence: Evidence) -> list[Finding]:
+    common.skip_modelmesh(evidence)
+    workload = common.current_workload(evidence)
+    server = vllm_args.parse_container(workload.serving)
+    path = _traffic_path(evidence, workload)
+    context = _Context(evidence, workload, server, path)
+    findings: list[Finding] = []
+    if path.unresolved_target is not None:
+        findings.append(context.unresolved_target_port())
+    if context.listening_disagrees:
+        findings.append(context.listening_port_mismatch())
+    findings.extend(context.probe_mismatches())
+    stale = context.stale_container_port()
+    if stale is not None:
+        findings.append(stale)
+    return findings
+
+
+# --- the traffic path ---------------------------------------------------------------------------
+
+
+def _traffic_path(evidence: Evidence, workload: common.Workload) -> TrafficPath:
+    if common.effective_mode(evidence) == common.SERVERLESS:
+        return _knative_path(workload)
+    return _service_path(evidence, workload)
+
+
+def _expected_port(container: Mapping[str, Any]) -> int:
+    """KServe sends to the first declared containerPort, else 8080."""
+    ports = common.declared_ports(container)
+    return int(ports[0]["containerPort"]) if ports else common.KSERVE_DEFAULT_PORT
+
+
+def _through_agent(workload: common.Workload, number: int, hops: list[str]) -> int:
+    """Follow the KServe agent to its ``--component-port`` when ``number`` is the agent's port."""
+    agent = common.container_named(workload.pod_spec, common.AGENT_CONTAINERS)
+    agent_ports = {int(p["containerPort"]) for p in common.declared_ports(agent or {})} or {common.AGENT_PORT}
+    if agent is None or number not in agent_ports:
+        return number
+    flags = vllm_args.parse_flags([str(arg) for arg in agent.get("args") or []])
+    component = flags.get("component-port", "")
+    forwarded = int(component) if component.isdigit() else common.KSERVE_DEFAULT_PORT
+    how = f"--component-port {component}" if component else "default component port 8080"
+    hops.append(f"agent sidecar {agent.get('name')}:{number} forwards to {forwarded} ({how})")
+    return forwarded
+
+
+def _knative_path(workload: common.Workload) -> TrafficPath:
+    revision = workload.labels.get(common.REVISION_LABEL, "<revision>")
+    hops = [f"Service {revision}-private", "queue-proxy"]
+    queue = common.container_named(workload.pod_spec, {"queue-proxy"})
+    user_port = vllm_args.literal_env(queue).get("USER_PORT", "") if queue is not None else ""
+    if user_port.isdigit():
+        number = int(user_port)
+        hops.append(f"USER_PORT {number}")
+    else:
+        number = _expected_port(workload.serving)
+        hops.append(f"containerPort {number} (Knative's user port)")
+    forwarded = _through_agent(workload, number, hops)
+    hops.append(f"{workload.serving.get('name')}:{forwarded}")
+    return TrafficPath(forwarded, tuple(hops))
+
+
+def _service_path(evidence: Evidence, workload: common.Workload) -> TrafficPath:
+    service = common.named(evidence, kinds.SERVICE, common.predictor_name(evidence))
+    if service is None:
+        expected = _expected_port(workload.serving)
+        hops = [f"no Service {common.predictor_name(evidence)}: KServe would target {expected}"]
+        return TrafficPath(expected, (*hops, f"{workload.serving.get('name')}:{expected}"))
+    ports = list(kube.spec(service).get("ports") or [])
+    if not ports:
+        return TrafficPath(None, (f"{kube.ref(service)} declares no port",), service)
+    port = next((p for p in ports if p.get("name") == "http"), ports[0])
+    target = common.as_port(port.get("targetPort")) or int(port.get("port") or 0)
+    hops = [f"{kube.ref(service)} port {port.get('port')}", f"targetPort {target}"]
+    number, owner = common.resolve_named_port(kube.containers(workload.pod_spec), target)
+    if number is None:
+        hops.append("no container declares a port with that name")
+        return TrafficPath(None, tuple(hops), service, unresolved_target=str(target))
+    if isinstance(target, str):
+        hops.append(f"{owner}:{number}")
+    forwarded = _through_agent(workload, number, hops)
+    if owner not in (None, workload.serving.get("name")) and forwarded == number:
+        hops.append(f"container {owner}, not the model server")
+        return TrafficPath(None, tuple(hops), service)
+    hops.append(f"{workload.serving.get('name')}:{forwarded}")
+    return TrafficPath(forwarded, tuple(hops), service)
+
+
+# --- findings -----------------------------------------------------------------------------------
+
+
+class _Context:
+    """The facts every ports finding quotes, and the findings built from them."""
+
+    def __init__(
+        self,
+        evidence: Evidence,
+        workload: common.Workload,
+        server: vllm_args.ServerCommand,
+        path: TrafficPath,
+    ) -> None:
+        self.evidence = evidence
+        self.workload = workload
+        self.server = server
+        self.path = path
+        self.container_name = str(workload.serving.get("name"))
+
+    @property
+    def objects(self) -> tuple[str, ...]:
+        refs = [kube.ref(self.evidence.isvc), self.workload.ref]
+        if self.path.service is not None:
+            refs.append(kube.ref(self.path.service))
+        return tuple(refs)
+
+    def base_evidence(self) -> list[str]:
+        listening = f"{self.server.port}" if self.server.port is not None else "unknown"
+        lines = [
+            f"chain: {self.path.chain}",
+            f"listening port: {listening} ({self.server.port_source})",
+            f"containerPorts of {self.container_name}: {common.describe_ports(self.workload.serving)}",
+        ]
+        if self.server.argv:
+            lines.append(f"command line ({self.workload.ref}): {_shorten(' '.join(self.server.argv))}")
+        for probe in _probe_ports(self.workload):
+            lines.append(
+                f"{probe.kind} ({probe.run_by}): {probe.handler} port {probe.declared}"
+                + (f" = {probe.number}" if probe.number is not None and probe.number != probe.declared else "")
+            )
+        return lines
+
+    def listening_port_mismatch(self) -> Finding:
+        assert self.server.port is not None and self.path.port is not None
+        listening, target = self.server.port, self.path.port
+        summary = (
+            f"{self.server.server} in container {self.container_name} listens on {listening} "
+            f"({self.server.port_source}), but traffic reaches the container on {target} "
+            f"({self.path.chain}). Connections to {target} are refused, so readiness never passes and the "
+            "Service gets no ready endpoints (503)."
+        )
+        plan = self._server_port_patch(target)
+        flag = self.server.port_flag or "--port"
+        what = (
+            f"Make the server listen where KServe sends traffic: add {flag}={target} to the predictor's args "
+            "(KServe appends the InferenceService's args after the runtime's, and the last flag wins). "
+            f"Alternatively declare containerPort {listening} on the predictor so that KServe targets {listening}."
+        )
+        return Finding(
+            "PORT_MISMATCH",
+            f"server listens on {listening}, traffic goes to {target}",
+            summary,
+            self.objects,
+            tuple(self.base_evidence()),
+            plan.remediation(what) if plan else what + " " + self._no_patch_reason(),
+            plan.patch if plan else None,
+        )
+
+    def unresolved_target_port(self) -> Finding:
+        service = self.path.service
+        assert service is not None and self.path.unresolved_target is not None
+        name = self.path.unresolved_target
+        wanted = self.server.port or _expected_port(self.workload.serving)
+        summary = (
+            f"{kube.ref(service)} targets the named port {name!r}, but no container of {self.workload.ref} "
+            f"declares a port with that name ({self.container_name}: "
+            f"{common.describe_ports(self.workload.serving)}). The endpoints controller cannot resolve it, so "
+            "the pods never become endpoints of the Service."
+        )
+        owner = common.controller_owner(service)
+        plan = None if owner else common.plan_patch(service, lambda obj: _retarget(obj, name, wanted))
+        what = f"Point targetPort at the port the server listens on ({wanted}), or name that containerPort {name!r}."
+        if owner:
+            what += f" The Service is generated by {owner}: change the port declared on the InferenceService instead."
+        return Finding(
+            "PORT_MISMATCH",
+            f"Service targetPort {name!r} matches no container port",
+            summary,
+            self.objects,
+            tuple(self.base_evidence()),
+            plan.remediation(what) if plan else what,
+            plan.patch if plan else None,
+        )
+
+    @property
+    def listening_disagrees(self) -> bool:
+        return self.server.port is not None and self.path.port is not None and self.server.port != self.path.port
+
+    @property
+    def reference_port(self) -> int | None:
+        """The port probes must use: where traffic arrives when the listening port is being moved there."""
+        if self.listening_disagrees:
+            return self.path.port
+        return self.server.port if self.server.port is not None else self.path.port
+
+    def probe_mismatches(self) -> list[Finding]:
+        reference = self.reference_port
+        if reference is None:
+            return []
+        sidecar_ports = {
+            int(port["containerPort"])
+            for container in kube.containers(self.workload.pod_spec)
+            if container.get("name") != self.container_name
+            for port in common.declared_ports(container)
+        }
+        findings = []
+        for probe in _probe_ports(self.workload):
+            if probe.number == reference or (probe.number is not None and probe.number in sidecar_ports):
+                continue  # a probe aimed at a sidecar is judged by the probes step
+            findings.append(self._probe_finding(probe, reference))
+        return findings
+
+    def _probe_finding(self, probe: ProbePort, reference: int) -> Finding:
+        if self.listening_disagrees:
+            known = "receives traffic on (and the listening-port fix moves it there)"
+        elif self.server.port is not None:
+            known = "listens on"
+        else:
+            known = "receives traffic on"
+        if probe.number is None:
+            problem = f"names the port {probe.declared!r}, which container {self.container_name} does not declare"
+        else:
+            problem = f"checks port {probe.number}"
+        consequence = {
+            "readinessProbe": "the pod never turns ready and gets no traffic",
+            "livenessProbe": "the kubelet restarts a healthy server over and over",
+            "startupProbe": "the container is killed before it ever counts as started",
+        }[probe.kind]
+        summary = (
+            f"The {probe.kind} ({probe.handler}, run by {probe.run_by}) {problem}, while the server {known} "
+            f"{reference}: the probe fails, so {consequence}."
+        )
+        plan = self._probe_patch(probe, reference)
+        what = f"Set the {probe.kind} port to {reference}."
+        return Finding(
+            "PORT_MISMATCH",
+            f"{probe.kind} port {probe.declared} is not the server's port {reference}",
+            summary,
+            self.objects,
+            tuple(self.base_evidence()),
+            plan.remediation(what) if plan else what + " " + self._no_patch_reason(),
+            plan.patch if plan else None,
+        )
+
+    def stale_container_port(self) -> Finding | None:
+        """A containerPort that names another port while traffic and probes reach the server: info only."""
+        declared = {int(p["containerPort"]) for p in common.declared_ports(self.workload.serving)}
+        listening = self.server.port
+        if listening is None or not declared or listening in declared or self.path.port != listening:
+            return None
+        return Finding(
+            "PORT_MISMATCH",
+            f"containerPort {sorted(declared)} does not name the listening port {listening}",
+            f"Container {self.container_name} declares {common.describe_ports(self.workload.serving)} but the "
+            f"server listens on {listening}. Traffic and probes use {listening}, so nothing fails today; the "
+            "declaration misleads readers and any tool that takes the first containerPort (KServe does).",
+            self.objects,
+            tuple(self.base_evidence()),
+            f"Declare containerPort {listening} on the predictor so that the spec says what the server does.",
+            severity=Severity.INFO,
+        )
+
+    # --- patches --------------------------------------------------------------------------------
+
+    def _no_patch_reason(self) -> str:
+        if self.server.shell_wrapped:
+            return "(No patch: the server starts through a shell script; edit the script.)"
+        return "(No patch: the InferenceService does not declare the serving container.)"
+
+    def _server_port_patch(self, port: int) -> common.PatchPlan | None:
+        located = common.isvc_serving_container(self.evidence.isvc)
+        flag = self.server.port_flag
+        if located is None or flag is None or self.server.shell_wrapped:
+            return None
+        _, accessor = located
+
+        def set_port(isvc: common.KubeObject) -> None:
+            container = accessor.get(isvc)
+            args = _without_flag([str(arg) for arg in container.get("args") or []], flag)
+            container["args"] = [*args, f"{flag}={port}"]
+
+        return common.plan_patch(self.evidence.isvc, set_port)
+
+    def _probe_patch(self, probe: ProbePort, port: int) -> common.PatchPlan | None:
+        located = common.isvc_serving_container(self.evidence.isvc)
+        if located is None:
+            return None
+        _, accessor = located
+
+        def set_probe_port(isvc: common.KubeObject) -> None:
+            container = accessor.get(isvc)
+            current = container.get(probe.kind)
+            if isinstance(current, dict) and isinstance(current.get(probe.handler), dict):
+                current[probe.handler]["port"] = port
+            elif accessor.is_custom_container:
+                live = copy.deepcopy(dict(self.workload.serving.get(probe.kind) or {probe.handler: {}}))
+                live.setdefault(probe.handler, {})["port"] = port
+                container[probe.kind] = live
+            else:
+                # KServe merges this field by field into the runtime's probe: only the port changes.
+                container[probe.kind] = {probe.handler: {"port": port}}
+
+        return common.plan_patch(self.evidence.isvc, set_probe_port)
+
+
+def _probe_ports(workload: common.Workload) -> list[ProbePort]:
+    """Probe ports of the serving container, and the readiness probe Knative hands to queue-proxy."""
+    container = workload.serving
+    probes: list[ProbePort] = []
+    for kind in PROBE_KINDS:
+        probe = container.get(kind) or {}
+        for handler in PROBE_HANDLERS:
+            if isinstance(probe.get(handler), Mapping) and probe[handler].get("port") not in (None, ""):
+                declared = common.as_port(probe[handler]["port"])
+                assert declared is not None
+                number, _ = common.resolve_named_port([container], declared)
+                probes.append(ProbePort(kind, handler, declared, number, "kubelet"))
+    queue = common.container_named(workload.pod_spec, {"queue-proxy"})
+    if queue is not None:
+        probes.extend(_queue_proxy_probes(queue))
+    return probes
+
+
+def _queue_proxy_probes(queue: Mapping[str, Any]) -> list[ProbePort]:
+    """Knative moves the user's readiness probe into queue-proxy's ``SERVING_READINESS_PROBE`` (JSON)."""
+    text = vllm_args.literal_env(queue).get("SERVING_READINESS_PROBE", "")
+    try:
+        parsed = json.loads(text) if text.strip().startswith(("{", "[")) else None
+    except json.JSONDecodeError:
+        return []
+    entries = parsed if isinstance(parsed, list) else [parsed] if isinstance(parsed, dict) else []
+    probes = []
+    for entry in entries:
+        for handler in PROBE_HANDLERS:
+            port = common.as_port((entry.get(handler) or {}).get("port")) if isinstance(entry, dict) else None
+            if isinstance(port, int) and port > 0:
+                probes.append(ProbePort("readinessProbe", handler, port, port, "queue-proxy"))
+    return probes
+
+
+def _without_flag(args: list[str], flag: str) -> list[str]:
+    """``args`` without any ``flag VALUE`` / ``flag=VALUE`` (dash/underscore spellings alike)."""
+    wanted = vllm_args.normalize_flag(flag)
+    kept: list[str] = []
+    skip_next = False
+    for arg in args:
+        if skip_next:
+            skip_next = False
+            continue
+        name, separator, _ = arg.partition("=")
+        if arg.startswith("--") and vllm_args.normalize_flag(name) == wanted:
+            skip_next = not separator
+            continue
+        kept.append(arg)
+    return kept
+
+
+def _retarget(service: common.KubeObject, name: str, port: int) -> None:
+    for entry in service["spec"]["ports"]:
+        if entry.get("targetPort") == name:
+            entry["targetPort"] = port
+
+
+def _shorten(text: str, limit: int = 400) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,619 @@
+"""Renderers of a :class:`~nbhelpers.triage.TriageResult`: findings.json, summary.md, report.html.
+
+Every file is written atomically (a temporary file in the target directory,
+then ``os.replace``), so a reader never sees half a report. ``findings.json``
+is validated against the shipped schema before anything is written.
+
+The metric helpers here (status-code rates, counter increases, the impact and
+the timeline) work on :class:`~nbhelpers.evidence.MetricData` only; charts.py
+reuses them so the numbers in summary.md and the charts agree.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import cache
+from html.parser import HTMLParser
+from importlib import resources
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from nbhelpers import kube
+from nbhelpers.errors import RunbookError
+from nbhelpers.evidence import Evidence, MetricData, ReadRecord, event_interval
+from nbhelpers.findings import CATALOG, Finding, Severity
+from nbhelpers.sources import kinds
+from nbhelpers.sources.base import SeriesData
+from nbhelpers.timeutil import Window
+from nbhelpers.triage import TriageResult
+
+EVENT_TTL_SECONDS = 3600
+MAX_TIMELINE_EVENTS = 60
+MAX_ITEMS_PER_GROUP = 8
+Samples = list[tuple[float, float]]
+
+# Edge request metrics by preference: (catalog id, status label, where the requests were counted).
+STATUS_QUERIES: tuple[tuple[str, str, str], ...] = (
+    ("istio_requests_by_code", "response_code", "the Istio proxies"),
+    ("nginx_requests_by_status", "status", "ingress-nginx"),
+    ("knative_requests_by_code", "response_code", "Knative"),
+)
+
+
+class InvalidFindings(ValueError):
+    """A findings document that does not match ``findings-v1.json`` (a bug: nothing is written)."""
+
+
+# ----------------------------------------------------------------------------------------------- files
+
+
+@cache
+def findings_schema() -> dict[str, Any]:
+    """The shipped JSON Schema of findings.json (``nbhelpers/schemas/findings-v1.json``)."""
+    text = resources.files("nbhelpers").joinpath("schemas/findings-v1.json").read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def validate_findings(document: dict[str, Any]) -> None:
+    """Raise :class:`InvalidFindings` naming the first offending field."""
+    validator = jsonschema.Draft202012Validator(findings_schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(document))
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "(document)"
+        raise InvalidFindings(f"findings.json does not match schema at {where}: {error.message}")
+
+
+def write_atomic(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+            os.fchmod(handle.fileno(), 0o644)  # mkstemp creates 0600; reports are meant to be shared
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def findings_json_bytes(result: TriageResult) -> bytes:
+    """The validated findings.json text."""
+    document = result.to_json()
+    validate_findings(document)
+    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def write_outputs(result: TriageResult, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
+    """Write findings.json and summary.md into ``out_dir``; both are rendered before either is written."""
+    directory = Path(out_dir)
+    findings = findings_json_bytes(result)
+    summary = summary_markdown(result).encode()
+    return {
+        "findings.json": write_atomic(directory / "findings.json", findings),
+        "summary.md": write_atomic(directory / "summary.md", summary),
+    }
+
+
+# --------------------------------------------------------------------------------------------- metrics
+
+
+def finite(samples: Iterable[tuple[float, float]]) -> Samples:
+    return [(t, v) for t, v in samples if math.isfinite(v)]
+
+
+def sum_by_time(series: Iterable[SeriesData]) -> Samples:
+    """Add the series sample by sample (Prometheus range answers share one step grid)."""
+    totals: dict[float, float] = {}
+    for item in series:
+        for t, v in finite(item.samples):
+            totals[t] = totals.get(t, 0.0) + v
+    return sorted(totals.items())
+
+
+def usable(evidence: Evidence, query_id: str) -> MetricData | None:
+    """The query's answer when it has series."""
+    data = evidence.metrics.get(query_id)
+    return data if data is not None and data.status == "ok" and data.series else None
+
+
+@dataclass(frozen=True)
+class StatusRates:
+    """Request rates by HTTP status at the first edge that reported any."""
+
+    query_id: str
+    where: str
+    step: int
+    by_code: dict[str, Samples]
+
+    def matching(self, prefix: str) -> Samples:
+        totals: dict[float, float] = {}
+        for code, samples in self.by_code.items():
+            if code.startswith(prefix):
+                for t, v in samples:
+                    totals[t] = totals.get(t, 0.0) + v
+        return sorted(totals.items())
+
+
+def status_rates(evidence: Evidence) -> StatusRates | None:
+    for query_id, label, where in STATUS_QUERIES:
+        data = usable(evidence, query_id)
+        if data is None:
+            continue
+        grouped: dict[str, list[SeriesData]] = {}
+        for item in data.series:
+            grouped.setdefault(item.labels.get(label, "unknown"), []).append(item)
+        by_code = {code: sum_by_time(items) for code, items in sorted(grouped.items())}
+        return StatusRates(query_id, where, data.step, by_code)
+    return None
+
+
+def counter_increases(samples: Sequence[tuple[float, float]]) -> Samples:
+    """(time, increase since the previous sample) for every sample where a counter went up (resets count)."""
+    increases = []
+    clean = finite(samples)
+    for (_, before), (t, after) in pairwise(clean):
+        delta = after - before if after >= before else after
+        if delta > 0:
+            increases.append((t, delta))
+    return increases
+
+
+def restart_increases(evidence: Evidence) -> list[tuple[float, float, str]]:
+    """(time, restarts, pod) for every rise of a restart counter in the window, by time."""
+    data = usable(evidence, "pod_restarts")
+    if data is None:
+        return []
+    rises = [
+        (t, delta, item.labels.get("pod", "?")) for item in data.series for t, delta in counter_increases(item.samples)
+    ]
+    return sorted(rises)
+
+
+def _peak(samples: Samples) -> tuple[float, float] | None:
+    return max(samples, key=lambda sample: sample[1]) if samples else None
+
+
+def _utc(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc)
+
+
+def utc_text(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _number(value: float) -> str:
+    if value >= 100 or value == int(value):
+        return f"{value:,.0f}"
+    return f"{value:.2f}" if value >= 1 else f"{value:.3g}"
+
+
+def impact_lines(evidence: Evidence) -> list[str]:
+    """What users and pods went through, with numbers (metrics first, then the objects' current state)."""
+    lines: list[str] = []
+    rates = status_rates(evidence)
+    if rates is not None:
+        errors, everything = rates.matching("5"), rates.matching("")
+        peak = _peak(errors)
+        failed = sum(v for _, v in errors) * rates.step
+        served = sum(v for _, v in everything) * rates.step
+        if peak is not None and peak[1] > 0:
+            share = f" ({failed / served:.1%} of all requests)" if served else ""
+            codes = ", ".join(code for code in rates.by_code if code.startswith("5") and _peak(rates.by_code[code]))
+            lines.append(
+                f"5xx responses at {rates.where}: about {_number(failed)} in the window{share}, "
+                f"peak {_number(peak[1])}/s at {utc_text(_utc(peak[0]))} (codes {codes})."
+            )
+        else:
+            lines.append(f"No 5xx responses recorded at {rates.where} ({_number(served)} requests in the window).")
+    latency_parts = []
+    for query_id, name in (("vllm_e2e_p95", "end-to-end p95"), ("vllm_ttft_p95", "time-to-first-token p95")):
+        data = usable(evidence, query_id)
+        peak = _peak(sum_by_time(data.series)) if data else None
+        if peak is not None:
+            latency_parts.append(f"{name} peaked at {_number(peak[1])} s ({utc_text(_utc(peak[0]))})")
+    if latency_parts:
+        lines.append("vLLM latency: " + "; ".join(latency_parts) + ".")
+    waiting = usable(evidence, "vllm_waiting")
+    waiting_peak = _peak(sum_by_time(waiting.series)) if waiting else None
+    if waiting_peak is not None and waiting_peak[1] > 0:
+        lines.append(f"Requests waiting in vLLM's queue peaked at {_number(waiting_peak[1])}.")
+    restarts = restart_increases(evidence)
+    if restarts:
+        restarted = {pod for _, _, pod in restarts}
+        total = sum(delta for _, delta, _ in restarts)
+        lines.append(f"{_number(total)} container restarts in the window across {len(restarted)} pod(s).")
+    ready = usable(evidence, "pod_ready")
+    ready_samples = sum_by_time(ready.series) if ready else []
+    if ready_samples:
+        low, high = min(v for _, v in ready_samples), max(v for _, v in ready_samples)
+        lines.append(f"Ready predictor pods ranged from {_number(low)} to {_number(high)}.")
+    pods = [pod for pod in evidence.of(kinds.POD) if kube.is_predictor(pod)]
+    if pods:
+        ready_now = sum(1 for pod in pods if kube.pod_ready(pod))
+        restarts_now = sum(kube.restart_count(pod) for pod in pods)
+        lines.append(
+            f"At {utc_text(evidence.observed_at)}: {len(pods)} predictor pod(s), {ready_now} ready, "
+            f"{restarts_now} restart(s) in their container statuses."
+        )
+    return lines
+
+
+# -------------------------------------------------------------------------------------------- coverage
+
+
+def _kind_of(what: str) -> str:
+    return what.split(" ", 1)[0].split("/", 1)[0]
+
+
+def _group(notes: dict[str, list[str]], heading: str, item: str) -> None:
+    items = notes.setdefault(heading, [])
+    if item not in items:
+        items.append(item)
+
+
+def _classify(record: ReadRecord, notes: dict[str, list[str]]) -> None:
+    what, status = record.what, record.status
+    if what == "prometheus" and status == "skipped":
+        _group(notes, "no Prometheus configured: no metrics were read", "")
+    elif what.startswith("prometheus"):
+        _group(notes, f"metrics {status}", record.reason or what)
+    elif what.startswith("logs ") and status == "missing":
+        _group(notes, "logs not available (the pod or its previous container is gone)", what.removeprefix("logs "))
+    elif status == "forbidden":
+        _group(notes, "forbidden (403)", what)
+    elif status == "missing":
+        _group(notes, "not installed (CRD missing)", _kind_of(what))
+    elif status == "skipped":
+        _group(notes, "not read", f"{what} ({record.reason})" if record.reason else what)
+    else:
+        _group(notes, f"read failed ({status})", f"{what}: {record.reason}" if record.reason else what)
+
+
+def _event_ttl_note(evidence: Evidence) -> str:
+    if evidence.window.seconds <= EVENT_TTL_SECONDS:
+        return ""
+    hours = evidence.window.seconds / 3600
+    if evidence.sources.get("cluster") == "bundle":
+        return (
+            f"events: the window spans {hours:.1f} h but Kubernetes keeps events about an hour, so this bundle "
+            "holds only the events still alive when it was captured"
+        )
+    return (
+        f"events: the window spans {hours:.1f} h but Kubernetes keeps events about an hour; older events are "
+        "only in a bundle captured during the incident"
+    )
+
+
+def coverage_notes(result: TriageResult) -> list[str]:
+    """What the triage could not see and why, one note per cause."""
+    grouped: dict[str, list[str]] = {}
+    for record in result.evidence.not_seen():
+        _classify(record, grouped)
+    notes = []
+    for heading, items in grouped.items():
+        shown = [item for item in items if item][:MAX_ITEMS_PER_GROUP]
+        more = len([item for item in items if item]) - len(shown)
+        listed = ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+        notes.append(f"{heading}: {listed}" if listed else heading)
+    notes.extend(f"step {step.id} could not complete: {step.reason}" for step in result.steps if step.status == "error")
+    if result.deadline_hit:
+        notes.append("the deadline stopped the run before every step ran")
+    ttl = _event_ttl_note(result.evidence)
+    if ttl:
+        notes.append(ttl)
+    return notes
+
+
+def coverage_line(result: TriageResult) -> str:
+    notes = coverage_notes(result)
+    if not notes:
+        return "Coverage: complete: every read succeeded."
+    return "Coverage: could not see everything: " + "; ".join(notes) + "."
+
+
+# -------------------------------------------------------------------------------------------- timeline
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    at: datetime
+    text: str
+
+
+def _event_entry(event: dict[str, Any]) -> TimelineEntry | None:
+    first, last = event_interval(event)
+    if first is None:
+        return None
+    involved = event.get("involvedObject") or event.get("regarding") or {}
+    count = int(event.get("count") or (event.get("series") or {}).get("count") or 1)
+    repeat = f" (x{count}, last {utc_text(last)})" if count > 1 and last is not None and last != first else ""
+    message = " ".join(str(event.get("message") or event.get("note") or "").split())
+    return TimelineEntry(
+        first,
+        f"event {event.get('type', 'Normal')} {event.get('reason', '')} on "
+        f"{involved.get('kind', '?')}/{involved.get('name', '?')}: {message}{repeat}",
+    )
+
+
+def _transitions(samples: Samples, name: str) -> list[TimelineEntry]:
+    """Ready pods dropping to zero and coming back."""
+    entries = []
+    for (_, before), (t, after) in pairwise(samples):
+        if before > 0 and after == 0:
+            entries.append(TimelineEntry(_utc(t), f"{name} dropped to 0 (from {_number(before)})"))
+        elif before == 0 and after > 0:
+            entries.append(TimelineEntry(_utc(t), f"{name} back to {_number(after)}"))
+    if samples and samples[0][1] == 0:
+        entries.insert(0, TimelineEntry(_utc(samples[0][0]), f"{name} at 0 when the window opens"))
+    return entries
+
+
+def metric_timeline(evidence: Evidence) -> list[TimelineEntry]:
+    """Notable changes in the metrics: first/last 5xx, ready pods at zero, restarts, queueing, full KV cache."""
+    entries: list[TimelineEntry] = []
+    rates = status_rates(evidence)
+    if rates is not None:
+        errors = [(t, v) for t, v in rates.matching("5") if v > 0]
+        if errors:
+            entries.append(TimelineEntry(_utc(errors[0][0]), f"first 5xx at {rates.where} ({_number(errors[0][1])}/s)"))
+            peak = _peak(errors)
+            assert peak is not None
+            entries.append(TimelineEntry(_utc(peak[0]), f"5xx peak at {rates.where} ({_number(peak[1])}/s)"))
+            entries.append(
+                TimelineEntry(_utc(errors[-1][0]), f"last 5xx at {rates.where} ({_number(errors[-1][1])}/s)")
+            )
+    ready = usable(evidence, "pod_ready")
+    if ready is not None:
+        entries.extend(_transitions(sum_by_time(ready.series), "ready predictor pods"))
+    restarts = restart_increases(evidence)
+    if restarts:
+        first_t, _, first_pod = restarts[0]
+        entries.append(TimelineEntry(_utc(first_t), f"first container restart in the window ({first_pod})"))
+        if len(restarts) > 1:
+            last_t, _, last_pod = restarts[-1]
+            total = sum(delta for _, delta, _ in restarts)
+            entries.append(
+                TimelineEntry(_utc(last_t), f"last container restart ({last_pod}); {_number(total)} in total")
+            )
+    waiting = usable(evidence, "vllm_waiting")
+    queued = [(t, v) for t, v in sum_by_time(waiting.series) if v > 0] if waiting else []
+    if queued:
+        entries.append(
+            TimelineEntry(_utc(queued[0][0]), f"requests start waiting in vLLM's queue ({_number(queued[0][1])})")
+        )
+    kv = usable(evidence, "vllm_kv_cache_usage")
+    full = [(t, v) for item in (kv.series if kv else ()) for t, v in finite(item.samples) if v >= 0.95]
+    if full:
+        moment, value = min(full)
+        entries.append(TimelineEntry(_utc(moment), f"KV cache usage reaches {value:.0%}"))
+    return entries
+
+
+def timeline(result: TriageResult) -> list[TimelineEntry]:
+    """Events, metric changes and the incident bounds, by time."""
+    events = [entry for entry in map(_event_entry, result.evidence.events) if entry is not None]
+    entries = events[:MAX_TIMELINE_EVENTS] + metric_timeline(result.evidence)
+    if result.incident is not None:
+        entries.append(TimelineEntry(result.incident.start, "incident starts (as reported)"))
+        entries.append(TimelineEntry(result.incident.end, "incident ends (as reported)"))
+    entries.sort(key=lambda entry: entry.at)
+    if len(events) > MAX_TIMELINE_EVENTS:
+        entries.append(
+            TimelineEntry(events[-1].at, f"... and {len(events) - MAX_TIMELINE_EVENTS} later events not listed")
+        )
+    return entries
+
+
+# --------------------------------------------------------------------------------------------- summary
+
+
+def findings_by_code(result: TriageResult) -> dict[str, Finding]:
+    """The most severe finding of each code."""
+    chosen: dict[str, Finding] = {}
+    for finding in result.findings:
+        current = chosen.get(finding.code)
+        if current is None or finding.level.rank < current.level.rank:
+            chosen[finding.code] = finding
+    return chosen
+
+
+def ordered_findings(result: TriageResult) -> list[Finding]:
+    """Findings in root-cause order, then the rest (info) by step order."""
+    rank = {code: index for index, code in enumerate(result.root_causes)}
+    return sorted(
+        result.findings,
+        key=lambda finding: (rank.get(finding.code, len(rank)), finding.level.rank, finding.code),
+    )
+
+
+def window_text(window: Window) -> str:
+    minutes = window.seconds / 60
+    length = f"{minutes / 60:.1f} h" if minutes >= 90 else f"{minutes:.0f} min"
+    return f"{utc_text(window.start)} to {utc_text(window.end)} ({length})"
+
+
+def _summary_paragraph(result: TriageResult) -> str:
+    evidence = result.evidence
+    counts = {level: sum(1 for f in result.findings if f.level is level) for level in Severity}
+    ran = sum(1 for step in result.steps if step.status in ("ok", "findings"))
+    text = (
+        f"Triage of InferenceService {evidence.target.namespace}/{evidence.target.isvc} "
+        f"(deployment mode {evidence.deployment_mode}) over {window_text(evidence.window)}, "
+        f"from {evidence.sources.get('cluster', '?')} cluster data and "
+        f"{evidence.sources.get('prometheus', 'no')} metrics. "
+        f"{ran} of {len(result.steps)} steps ran; {counts[Severity.CRITICAL]} critical, "
+        f"{counts[Severity.WARNING]} warning and {counts[Severity.INFO]} info finding(s)."
+    )
+    if result.root_causes:
+        top = findings_by_code(result)[result.root_causes[0]]
+        text += f" Most likely root cause: {top.code}: {top.title}."
+    else:
+        text += " No critical or warning finding."
+    if result.partial:
+        text += " The result is partial (see coverage)."
+    return text
+
+
+def _finding_markdown(finding: Finding) -> list[str]:
+    lines = [f"### {finding.code} ({finding.level.value}, step {finding.step})", "", f"**{finding.title}**", ""]
+    lines += [finding.summary, ""]
+    if finding.objects:
+        lines += ["Objects: " + ", ".join(f"`{ref}`" for ref in finding.objects), ""]
+    if finding.evidence:
+        lines += ["Evidence:", ""] + [f"- {item}" for item in finding.evidence] + [""]
+    lines += [f"Why it matters: {CATALOG[finding.code].reference}", ""]
+    return lines
+
+
+def _action_markdown(index: int, finding: Finding) -> list[str]:
+    lines = [f"{index}. **{finding.code}**: {finding.remediation or 'no remediation recorded'}"]
+    if finding.patch is not None:
+        lines += [
+            "",
+            f"   Patch ({finding.patch.type}) for `{finding.patch.target}`:",
+            "",
+            "   ```yaml",
+            *[f"   {line}" for line in finding.patch.body.rstrip("\n").splitlines()],
+            "   ```",
+        ]
+    return lines
+
+
+def summary_markdown(result: TriageResult) -> str:
+    """A postmortem-style draft: coverage, summary, impact, causes, evidence, actions, timeline."""
+    evidence = result.evidence
+    target = f"{evidence.target.namespace}/{evidence.target.isvc}"
+    lines = [f"# Incident draft: {target}", "", f"_{coverage_line(result)}_", "", "## Summary", ""]
+    lines += [_summary_paragraph(result), ""]
+    lines += [f"- Analysis window: {window_text(evidence.window)}"]
+    if result.incident is not None:
+        lines += [f"- Incident window: {window_text(result.incident)}"]
+    versions = ", ".join(f"{name} {value}" for name, value in sorted(evidence.versions.items()))
+    lines += [f"- Versions seen: {versions or 'none detected'}", f"- Generated: {utc_text(result.generated_at)}", ""]
+
+    lines += ["## Impact", ""]
+    impact = impact_lines(evidence)
+    lines += [f"- {line}" for line in impact] if impact else ["- No metrics or pods to measure the impact from."]
+    lines += [""]
+
+    lines += ["## Root causes (most likely first)", ""]
+    by_code = findings_by_code(result)
+    if result.root_causes:
+        for index, code in enumerate(result.root_causes, 1):
+            finding = by_code[code]
+            lines += [f"{index}. **{code}** ({finding.level.value}): {finding.title}"]
+    else:
+        lines += ["No critical or warning finding."]
+    lines += ["", "## Findings and evidence", ""]
+    ordered = ordered_findings(result)
+    for finding in ordered:
+        lines += _finding_markdown(finding)
+    if not ordered:
+        lines += ["None.", ""]
+
+    lines += ["## Action items", ""]
+    actionable = [finding for finding in ordered if finding.level is not Severity.INFO]
+    for index, finding in enumerate(actionable, 1):
+        lines += _action_markdown(index, finding)
+    if not actionable:
+        lines += ["None."]
+    lines += [""]
+
+    lines += ["## Timeline (UTC)", ""]
+    entries = timeline(result)
+    lines += [f"- {utc_text(entry.at)}: {entry.text}" for entry in entries] or ["- Nothing timestamped in the window."]
+    lines += ["", "## Steps", "", "| step | status | seconds | reason |", "|---|---|---|---|"]
+    for step in result.steps:
+        reason = step.reason.replace("|", "\\|").replace("\n", " ")
+        lines += [f"| {step.id} | {step.status} | {step.seconds:.2f} | {reason} |"]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+# ------------------------------------------------------------------------------------------------ html
+
+_REPORT_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block data_svg scoped -%}
+<div class="jp-RenderedSVG jp-OutputArea-output {{ extra_class }}" data-mime-type="image/svg+xml">
+{{ output.data['image/svg+xml'] }}
+</div>
+{%- endblock data_svg -%}
+"""
+
+
+class _ExternalReferences(HTMLParser):
+    """Collects scripts, stylesheets, frames and images that a browser would fetch from the network."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[str] = []
+        self._in_script = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if tag in ("script", "img", "iframe", "embed", "source") and _remote(values.get("src")):
+            self.found.append(f"<{tag} src={values['src']}>")
+        if tag == "link" and _remote(values.get("href")):
+            self.found.append(f"<link href={values['href']}>")
+        self._in_script = tag in ("script", "style")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_script = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_script and ('import("http' in data or "@import url(http" in data or "import 'http" in data):
+            self.found.append(f"inline code loading a remote module: {data.strip()[:80]}")
+
+
+def _remote(url: str | None) -> bool:
+    return bool(url) and str(url).strip().lower().startswith(("http://", "https://", "//"))
+
+
+def external_references(html_text: str) -> list[str]:
+    """Every network fetch the page would make on load (empty for an offline report)."""
+    parser = _ExternalReferences()
+    parser.feed(html_text)
+    return parser.found
+
+
+def render_html(executed_notebook_path: str | os.PathLike[str], html_path: str | os.PathLike[str]) -> Path:
+    """report.html from an executed notebook: outputs only, no code, nothing loaded from a CDN.
+
+    SVG outputs (the charts, rendered by vl-convert) are inlined as markup rather than base64 images,
+    so their text stays searchable and the file smaller.
+    """
+    import nbformat
+    from jinja2 import DictLoader
+    from nbconvert import HTMLExporter
+
+    notebook = nbformat.read(os.fspath(executed_notebook_path), as_version=4)  # type: ignore[no-untyped-call]
+    exporter = HTMLExporter(  # type: ignore[no-untyped-call]
+        template_name="lab",
+        extra_loaders=[DictLoader({"kserve_report.html.j2": _REPORT_TEMPLATE})],
+        template_file="kserve_report.html.j2",
+        exclude_input=True,
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+    )
+    body, _resources = exporter.from_notebook_node(notebook, resources={"metadata": {"name": "kserve-runbook report"}})
+    remote = external_references(body)
+    if remote:
+        raise RunbookError(f"report.html would load from the network: {', '.join(remote[:3])}")
+    return write_atomic(Path(html_path), body.encode())

@@ -1,0 +1,151 @@
+"""Spec -> evidence bundle files, through the project's own capture path.
+
+The generated cluster and Prometheus are served as in-memory sources, and the
+real ``gather()`` reads them exactly as it reads a live cluster: the same
+reads (recorded in the manifest, including the 404s of CRDs the scenario's
+cluster does not have), the same event and log filtering, the same
+redaction. ``capture.bundle_files`` then lays the bundle out, so a scenario
+bundle cannot drift from what ``kserve-runbook capture`` writes. Two extra
+files make the bundle self-describing for training and for the Prometheus
+test harness: ``scenario/spec.yaml`` and ``scenario/metrics.om`` (the raw
+series as OpenMetrics, for ``promtool tsdb create-blocks-from openmetrics``).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from nbhelpers import kube
+from nbhelpers.capture import bundle_files
+from nbhelpers.errors import ReadFailed
+from nbhelpers.evidence import Target, gather
+from nbhelpers.metrics import catalog, openmetrics
+from nbhelpers.scenarios.answers import RawStore, answer
+from nbhelpers.scenarios.events import build_events
+from nbhelpers.scenarios.logs import queue_proxy_log, vllm_log
+from nbhelpers.scenarios.objects import ObjectBuilder
+from nbhelpers.scenarios.spec import ScenarioSpec
+from nbhelpers.scenarios.state import Plan, plan
+from nbhelpers.scenarios.traffic import Simulation, simulate
+from nbhelpers.sources import kinds
+from nbhelpers.sources.base import KubeObject, LogRequest, RangeResult, describe_get, describe_list, describe_logs
+
+TOOL_VERSION = "scenario"
+SPEC_FILE = "scenario/spec.yaml"
+RAW_METRICS_FILE = "scenario/metrics.om"
+
+
+class ScenarioCluster:
+    """A :class:`~nbhelpers.sources.base.ClusterSource` over generated objects and logs."""
+
+    mode = "bundle"
+
+    def __init__(self, spec: ScenarioSpec, objects: list[KubeObject], logs: dict[tuple[str, str, str, bool], str]):
+        self.spec = spec
+        self.logs_by_key = logs
+        self.by_kind: dict[str, list[KubeObject]] = {}
+        for obj in objects:
+            registered = kinds.kind_for(str(obj["apiVersion"]), str(obj["kind"]))
+            if registered is None:
+                raise ValueError(f"scenario object of an unregistered kind: {obj['apiVersion']} {obj['kind']}")
+            self.by_kind.setdefault(registered.key, []).append(obj)
+
+    def server_version(self) -> str | None:
+        return self.spec.cluster.kubernetes
+
+    def _served(self, kind: kinds.Kind, what: str) -> None:
+        if kind.group in self.spec.cluster.missing_crd_groups:
+            raise ReadFailed(what, "missing", "the server could not find the requested resource (CRD not installed)")
+
+    def list(self, kind: kinds.Kind, namespace: str | None, label_selector: str | None = None) -> list[KubeObject]:
+        self._served(kind, describe_list(kind, namespace, label_selector))
+        return [
+            json.loads(json.dumps(obj))
+            for obj in self.by_kind.get(kind.key, [])
+            if (namespace is None or kube.namespace(obj) == namespace)
+            and kube.label_selector_matches(label_selector, kube.labels(obj))
+        ]
+
+    def get(self, kind: kinds.Kind, namespace: str | None, name: str) -> KubeObject | None:
+        self._served(kind, describe_get(kind, namespace, name))
+        for obj in self.list(kind, namespace):
+            if kube.name(obj) == name:
+                return obj
+        return None
+
+    def logs(self, request: LogRequest) -> str:
+        text = self.logs_by_key.get((request.namespace, request.pod, request.container, request.previous))
+        if text is None:
+            raise ReadFailed(describe_logs(request), "missing", "previous terminated container not found")
+        return text
+
+
+class ScenarioMetrics:
+    """A :class:`~nbhelpers.sources.base.MetricsSource` answering catalog queries from the raw series."""
+
+    mode = "bundle"
+
+    def __init__(self, spec: ScenarioSpec, store: RawStore) -> None:
+        self.spec = spec
+        self.store = store
+
+    def query_range(self, query_id: str, promql: str, start: datetime, end: datetime, step_seconds: int) -> RangeResult:
+        spec = catalog.BY_ID[query_id]
+        first = catalog.render(spec, 0, self.spec.isvc.namespace, self.spec.isvc.name, step_seconds)
+        if promql != first:
+            return RangeResult(promql=promql)  # the raw series use the newest metric names only
+        series = answer(self.store, query_id, start.timestamp(), end.timestamp(), step_seconds)
+        return RangeResult(promql=promql, series=series)
+
+
+def build_objects(scenario: Plan) -> list[KubeObject]:
+    builder = ObjectBuilder(scenario)
+    isvc = scenario.spec.isvc
+    objects = [builder.inference_service(), builder.serving_runtime()]
+    if scenario.serverless:
+        objects += [builder.knative_service(), builder.revision(), builder.pod_autoscaler()]
+    objects += [builder.deployment(), builder.replica_set()]
+    objects += [builder.pod(pod) for pod in scenario.pods]
+    services = builder.services()
+    objects += services
+    activators = [("10.244.0.31", "activator-7c9f6b8d4d-x2k8p"), ("10.244.1.44", "activator-7c9f6b8d4d-qv7mz")]
+    for service in services:
+        pair = builder.endpoints(service, activators)
+        if pair is not None:
+            objects += list(pair)
+    if scenario.serverless:
+        objects += builder.virtual_services() + builder.istio_gateways()
+    else:
+        objects.append(builder.ingress())
+        if isvc.autoscaler_class == "hpa":
+            objects.append(builder.hpa())
+    objects += builder.nodes() + builder.api_services() + builder.metrics_server() + builder.config_maps()
+    return objects + build_events(scenario)
+
+
+def build_logs(scenario: Plan, simulation: Simulation) -> dict[tuple[str, str, str, bool], str]:
+    namespace = scenario.spec.isvc.namespace
+    logs = {}
+    for pod in scenario.pods:
+        states = simulation.pod_states.get(pod.name, ())
+        logs[(namespace, pod.name, kube.SERVING_CONTAINER, False)] = vllm_log(scenario, pod, states)
+        if scenario.serverless:
+            logs[(namespace, pod.name, "queue-proxy", False)] = queue_proxy_log(scenario, pod)
+    return logs
+
+
+def generate(spec: ScenarioSpec) -> dict[str, bytes]:
+    """Every file of the scenario's evidence bundle; the same spec always gives the same bytes."""
+    scenario = plan(spec)
+    simulation = simulate(scenario)
+    cluster = ScenarioCluster(spec, build_objects(scenario), build_logs(scenario, simulation))
+    metrics = ScenarioMetrics(spec, RawStore(simulation.families))
+    timeline = spec.timeline
+    evidence = gather(
+        cluster, metrics, Target(spec.isvc.namespace, spec.isvc.name), timeline.window, timeline.captured_at
+    )
+    files = bundle_files(evidence, timeline.captured_at, tool_version=TOOL_VERSION)
+    files[SPEC_FILE] = spec.source_text.encode()
+    files[RAW_METRICS_FILE] = openmetrics.render(simulation.families).encode()
+    return files

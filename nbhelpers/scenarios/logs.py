@@ -1,0 +1,225 @@
+"""Container logs of a scenario: vLLM's V1 start-up and stats lines, and Knative's queue-proxy.
+
+Every line carries the kubelet's RFC 3339 timestamp prefix (what ``kubectl
+logs --timestamps`` and the capture read). The engine's numbers (KV cache
+size, maximum concurrency, blocks) come from the same arithmetic that sizes
+the metrics, and the listening port from the effective flags, so logs,
+objects and metrics agree. uvicorn access lines are not written: the shipped
+scenarios run with ``--disable-uvicorn-access-log``, as many deployments do.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import datetime, timedelta
+
+from nbhelpers.scenarios.state import Plan, PodPlan, flag_value, rng_for
+from nbhelpers.scenarios.traffic import TickState
+
+STATS_INTERVAL_SECONDS = 10
+ROUTES = (
+    "/openapi.json",
+    "/docs",
+    "/health",
+    "/metrics",
+    "/ping",
+    "/version",
+    "/v1/models",
+    "/v1/chat/completions",
+    "/v1/completions",
+)
+
+
+def kubelet_stamp(moment: datetime) -> str:
+    """RFC 3339 with nanoseconds, as the kubelet prefixes log lines."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond:06d}" + "000Z"
+
+
+def _vllm(moment: datetime, source: str, message: str, level: str = "INFO") -> tuple[datetime, str]:
+    return moment, f"{level} {moment.strftime('%m-%d %H:%M:%S')} [{source}] {message}"
+
+
+def _non_default_args(plan: Plan) -> str:
+    """vLLM's ``non-default args`` dict, as Python prints it."""
+    parsed: dict[str, object] = {}
+    args = list(plan.args)
+    index = 0
+    while index < len(args):
+        flag = args[index]
+        if not flag.startswith("--"):
+            index += 1
+            continue
+        key, _, inline = flag[2:].partition("=")
+        key = key.replace("-", "_")
+        value: object
+        if inline:
+            value, index = inline, index + 1
+        elif index + 1 < len(args) and not args[index + 1].startswith("--"):
+            value, index = args[index + 1], index + 2
+        else:
+            value, index = True, index + 1
+        if isinstance(value, str) and value.replace(".", "", 1).isdigit():
+            value = float(value) if "." in value else int(value)
+        parsed[key] = [value] if key == "served_model_name" else value
+    return repr(parsed)
+
+
+def vllm_log(plan: Plan, pod: PodPlan, states: tuple[TickState, ...]) -> str:
+    spec, kv = plan.spec, plan.kv
+    model = spec.isvc.model
+    rng = rng_for(spec, f"logs:{pod.name}")
+    start = pod.started
+    load = (pod.listening - start).total_seconds()
+    weights_done = start + timedelta(seconds=load * 0.55)
+    compiled = start + timedelta(seconds=load * 0.7)
+    profiled = start + timedelta(seconds=load * 0.78)
+    graphs = start + timedelta(seconds=load * 0.95)
+    batched = flag_value(plan.args, "--max-num-batched-tokens") or "2048"
+    weights_seconds = (weights_done - start).total_seconds() - 18
+    host = "0.0.0.0"
+    lines = [
+        _vllm(start + timedelta(seconds=2.1), "__init__.py:241", "Automatically detected platform cuda."),
+        _vllm(
+            start + timedelta(seconds=5.3), "api_server.py:1805", f"vLLM API server version {spec.isvc.vllm_version}"
+        ),
+        _vllm(start + timedelta(seconds=5.3), "utils.py:326", f"non-default args: {_non_default_args(plan)}"),
+        _vllm(start + timedelta(seconds=12.4), "config.py:1604", f"Using max model len {kv.max_model_len}"),
+        _vllm(
+            start + timedelta(seconds=12.6),
+            "config.py:2434",
+            f"Chunked prefill is enabled with max_num_batched_tokens={batched}.",
+        ),
+        _vllm(start + timedelta(seconds=15.2), "core.py:636", "Waiting for init message from front-end."),
+        _vllm(
+            start + timedelta(seconds=15.3),
+            "core.py:74",
+            f"Initializing a V1 LLM engine (v{spec.isvc.vllm_version}) with config: model='{model.id}', "
+            f"tokenizer='{model.id}', dtype=torch.bfloat16, max_seq_len={kv.max_model_len}, "
+            f"tensor_parallel_size={flag_value(plan.args, '--tensor-parallel-size') or 1}, "
+            f"served_model_name={model.served_name}, enable_prefix_caching=True, chunked_prefill_enabled=True",
+        ),
+        _vllm(
+            start + timedelta(seconds=17.0),
+            "parallel_state.py:1134",
+            "rank 0 in world size 1 is assigned as DP rank 0, PP rank 0, TP rank 0, EP rank 0",
+        ),
+        _vllm(start + timedelta(seconds=17.9), "gpu_model_runner.py:1953", f"Starting to load model {model.id}..."),
+        _vllm(start + timedelta(seconds=18.0), "gpu_model_runner.py:1985", "Loading model from scratch..."),
+        _vllm(start + timedelta(seconds=18.1), "cuda.py:328", "Using Flash Attention backend on V1 engine."),
+        _vllm(start + timedelta(seconds=18.6), "weight_utils.py:296", "Using model weights format ['*.safetensors']"),
+        _vllm(
+            weights_done - timedelta(seconds=0.6),
+            "default_loader.py:262",
+            f"Loading weights took {weights_seconds:.2f} seconds",
+        ),
+        _vllm(
+            weights_done,
+            "gpu_model_runner.py:2007",
+            f"Model loading took {model.weights_gib:.4f} GiB and {weights_seconds + 0.7:.6f} seconds",
+        ),
+        _vllm(
+            compiled,
+            "monitor.py:34",
+            f"torch.compile takes {(compiled - weights_done).total_seconds():.2f} s in total",
+        ),
+        _vllm(profiled, "gpu_worker.py:276", f"Available KV cache memory: {kv.available_gib:.2f} GiB"),
+        _vllm(profiled, "kv_cache_utils.py:849", f"GPU KV cache size: {kv.tokens:,} tokens"),
+        _vllm(
+            profiled,
+            "kv_cache_utils.py:853",
+            f"Maximum concurrency for {kv.max_model_len:,} tokens per request: {kv.max_concurrency:.2f}x",
+        ),
+        _vllm(
+            graphs, "gpu_model_runner.py:2708", f"Graph capturing finished in {rng.randint(8, 14)} secs, took 0.52 GiB"
+        ),
+        _vllm(
+            graphs + timedelta(seconds=0.1),
+            "core.py:214",
+            f"init engine (profile, create kv cache, warmup model) took {(graphs - weights_done).total_seconds():.2f} seconds",
+        ),
+        _vllm(
+            pod.listening - timedelta(seconds=0.8),
+            "loggers.py:142",
+            f"Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: {kv.num_blocks}",
+        ),
+        _vllm(pod.listening - timedelta(seconds=0.4), "api_server.py:1611", "Supported_tasks: ['generate']"),
+        _vllm(pod.listening, "api_server.py:1880", f"Starting vLLM API server 0 on http://{host}:{plan.listen_port}"),
+        _vllm(pod.listening, "launcher.py:36", "Available routes are:"),
+    ]
+    lines.extend(
+        _vllm(pod.listening, "launcher.py:44", f"Route: {route}, Methods: {_methods(route)}") for route in ROUTES
+    )
+    started = pod.listening + timedelta(seconds=0.2)
+    lines.extend(
+        (started, f"INFO:     {text}")
+        for text in ("Started server process [1]", "Waiting for application startup.", "Application startup complete.")
+    )
+    lines.extend(_stats_lines(pod, states, spec.timeline.captured_at, plan.kv.max_num_seqs, rng))
+    return "".join(f"{kubelet_stamp(moment)} {text}\n" for moment, text in lines)
+
+
+def _methods(route: str) -> str:
+    if route.startswith("/v1/") and route != "/v1/models":
+        return "POST"
+    return "GET" if route in ("/metrics", "/version", "/v1/models") else "HEAD, GET"
+
+
+def _stats_lines(
+    pod: PodPlan, states: tuple[TickState, ...], end: datetime, ceiling: int, rng: random.Random
+) -> list[tuple[datetime, str]]:
+    """vLLM's periodic engine stats, logged every 10 s while the engine has work.
+
+    Metrics are scraped every 15 s, so each stats line takes the latest scrape's
+    state with the small drift the engine shows between two scrapes.
+    """
+    lines = []
+    moment = pod.listening + timedelta(seconds=STATS_INTERVAL_SECONDS)
+    index = -1
+    while moment < end:
+        while index + 1 < len(states) and states[index + 1].at <= moment:
+            index += 1
+        state = states[index] if index >= 0 else None
+        if state is not None and (state.running or state.waiting or state.prompt_tokens):
+            drift = rng.uniform(0.85, 1.15)
+            running = min(ceiling, max(0, state.running + rng.choice((-1, 0, 0, 1)))) if state.running else 0
+            kv_usage = state.kv_usage * running / state.running if state.running else 0.0
+            lines.append(
+                _vllm(
+                    moment,
+                    "loggers.py:123",
+                    f"Engine 000: Avg prompt throughput: {state.prompt_tokens * drift / 15:.1f} tokens/s, "
+                    f"Avg generation throughput: {state.generation_tokens * drift / 15:.1f} tokens/s, "
+                    f"Running: {running} reqs, Waiting: {state.waiting} reqs, "
+                    f"GPU KV cache usage: {kv_usage * 100:.1f}%, Prefix cache hit rate: 0.0%",
+                )
+            )
+        moment += timedelta(seconds=STATS_INTERVAL_SECONDS)
+    return lines
+
+
+def queue_proxy_log(plan: Plan, pod: PodPlan) -> str:
+    """Knative's queue-proxy start-up lines (structured JSON, as it logs them)."""
+    key = f"{plan.spec.isvc.namespace}/{plan.revision}"
+    start = pod.started + timedelta(seconds=0.3)
+    messages = (
+        ("sharedmain/main.go:259", "Starting queue-proxy"),
+        ("sharedmain/main.go:303", "Starting http server metrics:9090"),
+        ("sharedmain/main.go:303", "Starting http server main:8012"),
+        ("sharedmain/main.go:303", "Starting http server admin:8022"),
+    )
+    lines = []
+    for offset, (caller, message) in enumerate(messages):
+        moment = start + timedelta(milliseconds=3 * offset)
+        record = {
+            "severity": "INFO",
+            "timestamp": moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z",
+            "logger": "queueproxy",
+            "caller": caller,
+            "message": message,
+            "commit": "6f3e1a9",
+            "knative.dev/key": key,
+            "knative.dev/pod": pod.name,
+        }
+        lines.append(f"{kubelet_stamp(moment)} {json.dumps(record)}\n")
+    return "".join(lines)

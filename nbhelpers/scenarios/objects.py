@@ -1,0 +1,1251 @@
+"""Kubernetes objects of a scenario, shaped as the API server returns them (DESIGN §6 naming).
+
+Serverless: InferenceService, Knative Service ``<isvc>-predictor``, Revision
+``-00001``, PodAutoscaler, Deployment ``<rev>-deployment``, ReplicaSet, pods
+(kserve-container + queue-proxy), Services (ExternalName ``<isvc>-predictor``,
+``<rev>``, ``<rev>-private``), Endpoints and EndpointSlices, Istio
+VirtualServices and Gateways. RawDeployment: InferenceService, Deployment,
+ReplicaSet, pods, Service and (class hpa) HPA ``<isvc>-predictor``, Ingress.
+Both: the ServingRuntime, GPU nodes, APIServices, the KServe and Knative
+config maps, and the metrics-server behind ``metrics.k8s.io``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from nbhelpers.kube import AUTOSCALER_CLASS_ANNOTATION, DEPLOYMENT_MODE_ANNOTATION, ISVC_LABEL, SERVING_CONTAINER
+from nbhelpers.scenarios.spec import GpuNode
+from nbhelpers.scenarios.state import Plan, PodPlan, make_uid, rng_for
+from nbhelpers.timeutil import format_time
+
+KubeObject = dict[str, Any]
+KNATIVE_SYSTEM = "knative-serving"
+KSERVE_SYSTEM = "kserve"
+INGRESS_DOMAIN = "example.com"
+QUEUE_PORT = 8012
+QUEUE_IMAGE = "gcr.io/knative-releases/knative.dev/serving/cmd/queue:v1.15.2"
+
+
+def _at(moment: datetime) -> str:
+    return format_time(moment)
+
+
+def _meta(
+    name: str,
+    namespace: str | None,
+    uid: str,
+    created: datetime,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    owners: list[KubeObject] | None = None,
+    generation: int | None = 1,
+) -> KubeObject:
+    meta: KubeObject = {"name": name, "uid": uid, "creationTimestamp": _at(created), "resourceVersion": "1"}
+    if namespace:
+        meta["namespace"] = namespace
+    if labels:
+        meta["labels"] = labels
+    if annotations:
+        meta["annotations"] = annotations
+    if owners:
+        meta["ownerReferences"] = owners
+    if generation is not None:
+        meta["generation"] = generation
+    return meta
+
+
+def _owner(api_version: str, kind: str, name: str, uid: str) -> KubeObject:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _condition(kind: str, status: bool, moment: datetime, reason: str = "", message: str = "") -> KubeObject:
+    entry: KubeObject = {"type": kind, "status": "True" if status else "False", "lastTransitionTime": _at(moment)}
+    if reason:
+        entry["reason"] = reason
+    if message:
+        entry["message"] = message
+    return entry
+
+
+class ObjectBuilder:
+    """Builds every object of one scenario from its :class:`Plan`."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.spec = plan.spec
+        self.isvc = plan.spec.isvc
+        self.ns = plan.spec.isvc.namespace
+        self.captured = plan.spec.timeline.captured_at
+        self.deployed = plan.spec.timeline.deployed_at
+        self.rng = rng_for(plan.spec, "objects")
+
+    # ---- shared pieces -------------------------------------------------------------------------
+
+    def predictor_labels(self) -> dict[str, str]:
+        labels = {ISVC_LABEL: self.isvc.name, "component": "predictor", "app": f"isvc.{self.isvc.name}-predictor"}
+        if self.plan.serverless:
+            labels.update(
+                {
+                    "serving.knative.dev/configuration": self.plan.ksvc,
+                    "serving.knative.dev/configurationGeneration": "1",
+                    "serving.knative.dev/configurationUID": self.plan.uids["configuration"],
+                    "serving.knative.dev/revision": self.plan.revision,
+                    "serving.knative.dev/revisionUID": self.plan.uids["revision"],
+                    "serving.knative.dev/service": self.plan.ksvc,
+                    "serving.knative.dev/serviceUID": self.plan.uids["ksvc"],
+                    "app": self.plan.revision,
+                }
+            )
+        return labels
+
+    def serving_container(self, for_pod: bool) -> KubeObject:
+        """The kserve-container as the pod runs it (Knative moves the readiness probe into queue-proxy)."""
+        isvc = self.isvc
+        container: KubeObject = {
+            "name": SERVING_CONTAINER,
+            "image": isvc.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+            if isvc.server == "vllm"
+            else ["python", "-m", "huggingfaceserver"],
+            "args": list(self.plan.args),
+            "ports": [{"containerPort": isvc.container_port, "name": "user-port", "protocol": "TCP"}],
+            "env": [
+                {"name": "HF_HOME", "value": "/models-cache"},
+                {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},
+            ],
+            "resources": json.loads(json.dumps(isvc.resources)),
+            "volumeMounts": [
+                {"name": "dshm", "mountPath": "/dev/shm"},
+                {"name": "models-cache", "mountPath": "/models-cache"},
+            ],
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+        }
+        if isvc.liveness_probe:
+            container["livenessProbe"] = _probe(isvc.liveness_probe)
+        if isvc.readiness_probe and not (self.plan.serverless and for_pod):
+            container["readinessProbe"] = _probe(isvc.readiness_probe)
+        if self.plan.serverless and for_pod:
+            container["env"].append({"name": "PORT", "value": str(isvc.container_port)})
+            container["env"].append({"name": "K_REVISION", "value": self.plan.revision})
+        return container
+
+    def queue_proxy(self) -> KubeObject:
+        probe = self.isvc.readiness_probe or {"tcpSocket": {"port": self.isvc.container_port}}
+        period = int(probe.get("periodSeconds", 10))
+        return {
+            "name": "queue-proxy",
+            "image": QUEUE_IMAGE,
+            "imagePullPolicy": "IfNotPresent",
+            "ports": [
+                {"containerPort": 8022, "name": "http-queueadm", "protocol": "TCP"},
+                {"containerPort": 9090, "name": "http-autometric", "protocol": "TCP"},
+                {"containerPort": 9091, "name": "http-usermetric", "protocol": "TCP"},
+                {"containerPort": QUEUE_PORT, "name": "queue-port", "protocol": "TCP"},
+                {"containerPort": 8112, "name": "https-port", "protocol": "TCP"},
+            ],
+            "env": [
+                {"name": "SERVING_NAMESPACE", "value": self.ns},
+                {"name": "SERVING_SERVICE", "value": self.plan.ksvc},
+                {"name": "SERVING_CONFIGURATION", "value": self.plan.ksvc},
+                {"name": "SERVING_REVISION", "value": self.plan.revision},
+                {"name": "QUEUE_SERVING_PORT", "value": str(QUEUE_PORT)},
+                {"name": "USER_PORT", "value": str(self.isvc.container_port)},
+                {"name": "CONTAINER_CONCURRENCY", "value": "0"},
+                {"name": "REVISION_TIMEOUT_SECONDS", "value": "300"},
+                {"name": "SERVING_READINESS_PROBE", "value": json.dumps(_probe(probe), sort_keys=True)},
+            ],
+            "readinessProbe": {
+                "httpGet": {
+                    "path": "/",
+                    "port": QUEUE_PORT,
+                    "scheme": "HTTP",
+                    "httpHeaders": [{"name": "K-Network-Probe", "value": "queue"}],
+                },
+                "periodSeconds": period,
+                "timeoutSeconds": 1,
+                "successThreshold": 1,
+                "failureThreshold": 3,
+            },
+            "resources": {"requests": {"cpu": "25m"}},
+            "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "readOnlyRootFilesystem": True,
+                "runAsNonRoot": True,
+            },
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File",
+        }
+
+    def pod_spec(self, for_pod: bool) -> KubeObject:
+        containers = [self.serving_container(for_pod)]
+        if self.plan.serverless:
+            containers.append(self.queue_proxy())
+        return {
+            "containers": containers,
+            "volumes": [
+                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
+                {"name": "models-cache", "persistentVolumeClaim": {"claimName": "hf-models-cache"}},
+            ],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 300 if self.plan.serverless else 30,
+            "serviceAccountName": "default",
+            "enableServiceLinks": False,
+            "dnsPolicy": "ClusterFirst",
+            "schedulerName": "default-scheduler",
+        }
+
+    # ---- the InferenceService and its runtime ---------------------------------------------------
+
+    def inference_service(self) -> KubeObject:
+        isvc, plan = self.isvc, self.plan
+        annotations = {DEPLOYMENT_MODE_ANNOTATION: isvc.deployment_mode}
+        if isvc.autoscaler_class != "kpa":
+            annotations[AUTOSCALER_CLASS_ANNOTATION] = isvc.autoscaler_class
+        predictor: KubeObject = {
+            "minReplicas": isvc.min_replicas,
+            "maxReplicas": isvc.max_replicas,
+            "model": {
+                "modelFormat": {"name": "vLLM" if isvc.server == "vllm" else "huggingface"},
+                "runtime": isvc.runtime_name,
+                "resources": json.loads(json.dumps(isvc.resources)),
+            },
+        }
+        if isvc.scale_target is not None:
+            predictor["scaleTarget"] = isvc.scale_target
+            predictor["scaleMetric"] = "concurrency" if plan.serverless else "cpu"
+        ready = bool(plan.ready_pods(self.captured))
+        ready_since = min((pod.ready_at for pod in plan.pods if pod.ready_at), default=self.captured)
+        url = f"http://{isvc.name}-{self.ns}.{INGRESS_DOMAIN}"
+        status: KubeObject = {"observedGeneration": 1, "conditions": self._isvc_conditions(ready, ready_since)}
+        status["url"] = url
+        status["address"] = {"url": f"http://{isvc.name}.{self.ns}.svc.cluster.local"}
+        status["modelStatus"] = {
+            "states": {
+                "activeModelState": "Loaded" if ready else "",
+                "targetModelState": "Loaded" if ready else "Pending",
+            },
+            "transitionStatus": "UpToDate" if ready else "InProgress",
+        }
+        if plan.serverless:
+            status["components"] = {
+                "predictor": {
+                    "latestCreatedRevision": plan.revision,
+                    **(
+                        {"latestReadyRevision": plan.revision, "latestRolledoutRevision": plan.revision}
+                        if ready
+                        else {}
+                    ),
+                    "traffic": [{"latestRevision": True, "percent": 100, "revisionName": plan.revision}],
+                    "url": f"http://{plan.ksvc}-{self.ns}.{INGRESS_DOMAIN}",
+                    "address": {"url": f"http://{plan.ksvc}.{self.ns}.svc.cluster.local"},
+                }
+            }
+        else:
+            status["components"] = {"predictor": {"url": f"http://{isvc.name}-predictor-{self.ns}.{INGRESS_DOMAIN}"}}
+        return {
+            "apiVersion": "serving.kserve.io/v1beta1",
+            "kind": "InferenceService",
+            "metadata": _meta(isvc.name, self.ns, plan.uids["isvc"], self.deployed, annotations=annotations),
+            "spec": {"predictor": predictor},
+            "status": status,
+        }
+
+    def _isvc_conditions(self, ready: bool, ready_since: datetime) -> list[KubeObject]:
+        created = self.deployed + timedelta(seconds=2)
+        if self.plan.serverless:
+            reason, message = (
+                "RevisionMissing",
+                f"Configuration {self.plan.ksvc!r} is waiting for a Revision to become ready.",
+            )
+            names = (
+                "IngressReady",
+                "LatestDeploymentReady",
+                "PredictorConfigurationReady",
+                "PredictorReady",
+                "PredictorRouteReady",
+                "Ready",
+            )
+            return [
+                _condition(
+                    name, ready, ready_since if ready else created, "" if ready else reason, "" if ready else message
+                )
+                for name in names
+            ]
+        reason, message = "MinimumReplicasUnavailable", "Deployment does not have minimum availability."
+        return [
+            _condition("IngressReady", True, created),
+            _condition(
+                "PredictorReady",
+                ready,
+                ready_since if ready else created,
+                "" if ready else reason,
+                "" if ready else message,
+            ),
+            _condition(
+                "Ready", ready, ready_since if ready else created, "" if ready else reason, "" if ready else message
+            ),
+        ]
+
+    def serving_runtime(self) -> KubeObject:
+        isvc = self.isvc
+        container = self.serving_container(for_pod=False)
+        container.pop("terminationMessagePath")
+        container.pop("terminationMessagePolicy")
+        container.pop("resources")
+        return {
+            "apiVersion": "serving.kserve.io/v1alpha1",
+            "kind": "ServingRuntime",
+            "metadata": _meta(isvc.runtime_name, self.ns, make_uid(self.rng), self.deployed - timedelta(days=3)),
+            "spec": {
+                "supportedModelFormats": [
+                    {"name": "vLLM" if isvc.server == "vllm" else "huggingface", "autoSelect": True}
+                ],
+                "protocolVersions": ["v2"],
+                "containers": [container],
+            },
+        }
+
+    # ---- workload: Knative objects, Deployment, ReplicaSet, pods ------------------------------
+
+    def knative_service(self) -> KubeObject:
+        plan = self.plan
+        ready = bool(plan.ready_pods(self.captured))
+        created = self.deployed + timedelta(seconds=1)
+        conditions = [
+            _condition(kind, ready, self._ready_since() if ready else created, "" if ready else "RevisionMissing")
+            for kind in ("ConfigurationsReady", "Ready", "RoutesReady")
+        ]
+        status: KubeObject = {
+            "observedGeneration": 1,
+            "conditions": conditions,
+            "latestCreatedRevisionName": plan.revision,
+            "url": f"http://{plan.ksvc}-{self.ns}.{INGRESS_DOMAIN}",
+            "address": {"url": f"http://{plan.ksvc}.{self.ns}.svc.cluster.local"},
+            "traffic": [{"latestRevision": True, "percent": 100, "revisionName": plan.revision}],
+        }
+        if ready:
+            status["latestReadyRevisionName"] = plan.revision
+        owner = _owner("serving.kserve.io/v1beta1", "InferenceService", self.isvc.name, plan.uids["isvc"])
+        labels = {ISVC_LABEL: self.isvc.name, "component": "predictor"}
+        return {
+            "apiVersion": "serving.knative.dev/v1",
+            "kind": "Service",
+            "metadata": _meta(plan.ksvc, self.ns, plan.uids["ksvc"], created, labels, owners=[owner]),
+            "spec": {"template": self._revision_template(), "traffic": [{"latestRevision": True, "percent": 100}]},
+            "status": status,
+        }
+
+    def _ready_since(self) -> datetime:
+        return min((pod.ready_at for pod in self.plan.pods if pod.ready_at), default=self.captured)
+
+    def _knative_annotations(self) -> dict[str, str]:
+        isvc = self.isvc
+        annotations = {
+            "autoscaling.knative.dev/class": "kpa.autoscaling.knative.dev",
+            "autoscaling.knative.dev/min-scale": str(isvc.min_replicas),
+            "autoscaling.knative.dev/max-scale": str(isvc.max_replicas),
+            "serving.knative.dev/creator": "system:serviceaccount:kserve:kserve-controller-manager",
+        }
+        if isvc.scale_target is not None:
+            annotations["autoscaling.knative.dev/metric"] = "concurrency"
+            annotations["autoscaling.knative.dev/target"] = str(isvc.scale_target)
+        return annotations
+
+    def _revision_template(self) -> KubeObject:
+        spec = self.pod_spec(for_pod=False)
+        spec["containers"] = [spec["containers"][0]]
+        spec["containerConcurrency"] = 0
+        spec["timeoutSeconds"] = 300
+        return {
+            "metadata": {
+                "annotations": self._knative_annotations(),
+                "labels": {ISVC_LABEL: self.isvc.name, "component": "predictor"},
+            },
+            "spec": spec,
+        }
+
+    def revision(self) -> KubeObject:
+        plan = self.plan
+        ready = bool(plan.ready_pods(self.captured))
+        created = self.deployed + timedelta(seconds=1)
+        labels = {
+            ISVC_LABEL: self.isvc.name,
+            "component": "predictor",
+            "serving.knative.dev/configuration": plan.ksvc,
+            "serving.knative.dev/configurationGeneration": "1",
+            "serving.knative.dev/configurationUID": plan.uids["configuration"],
+            "serving.knative.dev/service": plan.ksvc,
+            "serving.knative.dev/serviceUID": plan.uids["ksvc"],
+            "serving.knative.dev/routingState": "active",
+        }
+        owner = _owner("serving.knative.dev/v1", "Configuration", plan.ksvc, plan.uids["configuration"])
+        template = self._revision_template()
+        since = self._ready_since() if ready else created
+        conditions = [
+            _condition("Active", ready, since, "" if ready else "Activating"),
+            _condition("ContainerHealthy", True, since),
+            _condition("Ready", ready, since, "" if ready else "Deploying"),
+            _condition("ResourcesAvailable", True, since),
+        ]
+        return {
+            "apiVersion": "serving.knative.dev/v1",
+            "kind": "Revision",
+            "metadata": _meta(
+                plan.revision,
+                self.ns,
+                plan.uids["revision"],
+                created,
+                labels,
+                template["metadata"]["annotations"],
+                [owner],
+            ),
+            "spec": template["spec"],
+            "status": {
+                "observedGeneration": 1,
+                "conditions": conditions,
+                "actualReplicas": len(plan.ready_pods(self.captured)),
+                "desiredReplicas": len(plan.pods),
+                "containerStatuses": [
+                    {"name": SERVING_CONTAINER, "imageDigest": f"{self.isvc.image}@sha256:{'0' * 64}"}
+                ],
+            },
+        }
+
+    def pod_autoscaler(self) -> KubeObject:
+        plan = self.plan
+        ready = bool(plan.ready_pods(self.captured))
+        created = self.deployed + timedelta(seconds=2)
+        owner = _owner("serving.knative.dev/v1", "Revision", plan.revision, plan.uids["revision"])
+        labels = {ISVC_LABEL: self.isvc.name, "component": "predictor", "serving.knative.dev/revision": plan.revision}
+        since = self._ready_since() if ready else created
+        return {
+            "apiVersion": "autoscaling.internal.knative.dev/v1alpha1",
+            "kind": "PodAutoscaler",
+            "metadata": _meta(
+                plan.revision, self.ns, make_uid(self.rng), created, labels, self._knative_annotations(), [owner]
+            ),
+            "spec": {
+                "protocolType": "http1",
+                "reachability": "Reachable",
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": plan.deployment},
+            },
+            "status": {
+                "observedGeneration": 1,
+                "conditions": [
+                    _condition("Active", ready, since, "" if ready else "Queued"),
+                    _condition("Ready", ready, since, "" if ready else "Queued"),
+                    _condition("SKSReady", True, created),
+                ],
+                "desiredScale": len(plan.pods),
+                "actualScale": len(plan.ready_pods(self.captured)),
+                "serviceName": plan.revision,
+                "metricsServiceName": f"{plan.revision}-private",
+            },
+        }
+
+    def deployment(self) -> KubeObject:
+        plan = self.plan
+        created = self.deployed + timedelta(seconds=2)
+        labels = self.predictor_labels()
+        labels.pop("pod-template-hash", None)
+        ready = plan.ready_pods(self.captured)
+        if plan.serverless:
+            owner = _owner("serving.knative.dev/v1", "Revision", plan.revision, plan.uids["revision"])
+            selector = {"serving.knative.dev/revisionUID": plan.uids["revision"]}
+            strategy: KubeObject = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 0}}
+        else:
+            owner = _owner("serving.kserve.io/v1beta1", "InferenceService", self.isvc.name, plan.uids["isvc"])
+            selector = {"app": f"isvc.{self.isvc.name}-predictor"}
+            strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}
+        deadline = 600
+        timed_out = not ready and (self.captured - created).total_seconds() > deadline
+        since = min((pod.ready_at for pod in ready if pod.ready_at), default=created)
+        conditions = [
+            _condition(
+                "Available",
+                bool(ready),
+                since,
+                "MinimumReplicasAvailable" if ready else "MinimumReplicasUnavailable",
+                "Deployment has minimum availability." if ready else "Deployment does not have minimum availability.",
+            ),
+            _condition(
+                "Progressing",
+                not timed_out,
+                created + timedelta(seconds=deadline) if timed_out else since,
+                "ProgressDeadlineExceeded" if timed_out else "NewReplicaSetAvailable",
+                f'ReplicaSet "{plan.replica_set}" has timed out progressing.'
+                if timed_out
+                else f'ReplicaSet "{plan.replica_set}" has successfully progressed.',
+            ),
+        ]
+        status: KubeObject = {
+            "observedGeneration": 1,
+            "replicas": len(plan.pods),
+            "updatedReplicas": len(plan.pods),
+            "readyReplicas": len(ready),
+            "availableReplicas": len(ready),
+            "conditions": conditions,
+        }
+        if len(ready) < len(plan.pods):
+            status["unavailableReplicas"] = len(plan.pods) - len(ready)
+        template = {
+            "metadata": {"labels": self.predictor_labels(), "annotations": self._pod_annotations()},
+            "spec": self.pod_spec(True),
+        }
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": _meta(
+                plan.deployment,
+                self.ns,
+                plan.uids["deployment"],
+                created,
+                labels,
+                {"deployment.kubernetes.io/revision": "1"},
+                [owner],
+            ),
+            "spec": {
+                "replicas": len(plan.pods),
+                "selector": {"matchLabels": selector},
+                "strategy": strategy,
+                "progressDeadlineSeconds": deadline,
+                "revisionHistoryLimit": 10,
+                "template": template,
+            },
+            "status": status,
+        }
+
+    def _pod_annotations(self) -> dict[str, str]:
+        if self.plan.serverless:
+            return self._knative_annotations()
+        return {
+            "prometheus.kserve.io/port": str(self.isvc.container_port),
+            "prometheus.kserve.io/path": "/metrics",
+        }
+
+    def replica_set(self) -> KubeObject:
+        plan = self.plan
+        created = self.deployed + timedelta(seconds=2)
+        deployment = self.deployment()
+        labels = {**self.predictor_labels(), "pod-template-hash": plan.template_hash}
+        ready = plan.ready_pods(self.captured)
+        selector = {**deployment["spec"]["selector"]["matchLabels"], "pod-template-hash": plan.template_hash}
+        template = json.loads(json.dumps(deployment["spec"]["template"]))
+        template["metadata"]["labels"]["pod-template-hash"] = plan.template_hash
+        owner = _owner("apps/v1", "Deployment", plan.deployment, plan.uids["deployment"])
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": _meta(
+                plan.replica_set,
+                self.ns,
+                plan.uids["replicaset"],
+                created,
+                labels,
+                {
+                    "deployment.kubernetes.io/desired-replicas": str(len(plan.pods)),
+                    "deployment.kubernetes.io/revision": "1",
+                },
+                [owner],
+            ),
+            "spec": {"replicas": len(plan.pods), "selector": {"matchLabels": selector}, "template": template},
+            "status": {
+                "observedGeneration": 1,
+                "replicas": len(plan.pods),
+                "fullyLabeledReplicas": len(plan.pods),
+                "readyReplicas": len(ready),
+                "availableReplicas": len(ready),
+            },
+        }
+
+    def pod(self, pod: PodPlan) -> KubeObject:
+        plan = self.plan
+        ready = pod.ready(self.captured)
+        labels = {**self.predictor_labels(), "pod-template-hash": pod.template_hash}
+        owner = _owner("apps/v1", "ReplicaSet", plan.replica_set, plan.uids["replicaset"])
+        spec = self.pod_spec(for_pod=True)
+        spec["nodeName"] = pod.node.name
+        scheduled = pod.created + timedelta(seconds=1)
+        ready_time = pod.ready_at or pod.started
+        statuses = [self._container_status(SERVING_CONTAINER, self.isvc.image, pod, ready)]
+        if plan.serverless:
+            statuses.append(self._container_status("queue-proxy", QUEUE_IMAGE, pod, ready))
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": _meta(
+                pod.name, self.ns, pod.uid, pod.created, labels, self._pod_annotations(), [owner], generation=None
+            ),
+            "spec": spec,
+            "status": {
+                "phase": "Running",
+                "conditions": [
+                    _condition("PodReadyToStartContainers", True, scheduled + timedelta(seconds=1)),
+                    _condition("Initialized", True, scheduled),
+                    _condition(
+                        "Ready",
+                        ready,
+                        ready_time,
+                        "" if ready else "ContainersNotReady",
+                        "" if ready else self._not_ready_message(),
+                    ),
+                    _condition(
+                        "ContainersReady",
+                        ready,
+                        ready_time,
+                        "" if ready else "ContainersNotReady",
+                        "" if ready else self._not_ready_message(),
+                    ),
+                    _condition("PodScheduled", True, scheduled),
+                ],
+                "hostIP": _node_ip(pod.node),
+                "hostIPs": [{"ip": _node_ip(pod.node)}],
+                "podIP": pod.ip,
+                "podIPs": [{"ip": pod.ip}],
+                "startTime": _at(scheduled),
+                "qosClass": "Burstable",
+                "containerStatuses": statuses,
+            },
+        }
+
+    def _not_ready_message(self) -> str:
+        names = "[kserve-container queue-proxy]" if self.plan.serverless else "[kserve-container]"
+        return f"containers with unready status: {names}"
+
+    def _container_status(self, name: str, image: str, pod: PodPlan, ready: bool) -> KubeObject:
+        return {
+            "name": name,
+            "image": image,
+            "imageID": f"docker.io/{image}@sha256:{self.rng.getrandbits(256):064x}",
+            "containerID": f"containerd://{self.rng.getrandbits(256):064x}",
+            "ready": ready,
+            "started": True,
+            "restartCount": 0,
+            "lastState": {},
+            "state": {"running": {"startedAt": _at(pod.started)}},
+        }
+
+    # ---- Services, Endpoints, EndpointSlices ---------------------------------------------------
+
+    def services(self) -> list[KubeObject]:
+        return self._knative_services() if self.plan.serverless else [self._raw_service()]
+
+    def _raw_service(self) -> KubeObject:
+        name = f"{self.isvc.name}-predictor"
+        owner = _owner("serving.kserve.io/v1beta1", "InferenceService", self.isvc.name, self.plan.uids["isvc"])
+        labels = {ISVC_LABEL: self.isvc.name, "component": "predictor", "app": f"isvc.{name}"}
+        return {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": _meta(
+                name,
+                self.ns,
+                make_uid(self.rng),
+                self.deployed + timedelta(seconds=2),
+                labels,
+                owners=[owner],
+                generation=None,
+            ),
+            "spec": {
+                "type": "ClusterIP",
+                "clusterIP": f"10.96.{self.rng.randint(1, 250)}.{self.rng.randint(2, 250)}",
+                "selector": {"app": f"isvc.{name}"},
+                "ports": [{"name": f"{name}", "port": 80, "protocol": "TCP", "targetPort": self.isvc.container_port}],
+                "sessionAffinity": "None",
+            },
+            "status": {"loadBalancer": {}},
+        }
+
+    def _knative_services(self) -> list[KubeObject]:
+        plan = self.plan
+        created = self.deployed + timedelta(seconds=3)
+        route_owner = _owner("serving.knative.dev/v1", "Route", plan.ksvc, make_uid(self.rng))
+        sks_owner = _owner(
+            "networking.internal.knative.dev/v1alpha1", "ServerlessService", plan.revision, make_uid(self.rng)
+        )
+        revision_labels = {
+            ISVC_LABEL: self.isvc.name,
+            "component": "predictor",
+            "serving.knative.dev/revision": plan.revision,
+            "serving.knative.dev/revisionUID": plan.uids["revision"],
+            "serving.knative.dev/service": plan.ksvc,
+            "networking.internal.knative.dev/serverlessservice": plan.revision,
+        }
+        external = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": _meta(
+                plan.ksvc,
+                self.ns,
+                make_uid(self.rng),
+                created,
+                {"serving.knative.dev/route": plan.ksvc, "serving.knative.dev/service": plan.ksvc},
+                owners=[route_owner],
+                generation=None,
+            ),
+            "spec": {
+                "type": "ExternalName",
+                "externalName": "knative-local-gateway.istio-system.svc.cluster.local",
+                "ports": [{"name": "http2", "port": 80, "protocol": "TCP", "targetPort": 80}],
+                "sessionAffinity": "None",
+            },
+            "status": {"loadBalancer": {}},
+        }
+        public = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": _meta(
+                plan.revision,
+                self.ns,
+                make_uid(self.rng),
+                created,
+                {**revision_labels, "networking.internal.knative.dev/serviceType": "Public"},
+                owners=[sks_owner],
+                generation=None,
+            ),
+            "spec": {
+                "type": "ClusterIP",
+                "clusterIP": f"10.96.{self.rng.randint(1, 250)}.{self.rng.randint(2, 250)}",
+                "ports": [
+                    {"name": "http", "port": 80, "protocol": "TCP", "targetPort": QUEUE_PORT},
+                    {"name": "https", "port": 443, "protocol": "TCP", "targetPort": 8112},
+                ],
+                "sessionAffinity": "None",
+            },
+            "status": {"loadBalancer": {}},
+        }
+        private = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": _meta(
+                f"{plan.revision}-private",
+                self.ns,
+                make_uid(self.rng),
+                created,
+                {**revision_labels, "networking.internal.knative.dev/serviceType": "Private"},
+                owners=[sks_owner],
+                generation=None,
+            ),
+            "spec": {
+                "type": "ClusterIP",
+                "clusterIP": f"10.96.{self.rng.randint(1, 250)}.{self.rng.randint(2, 250)}",
+                "selector": {"serving.knative.dev/revisionUID": plan.uids["revision"]},
+                "ports": [
+                    {"name": "http", "port": 80, "protocol": "TCP", "targetPort": QUEUE_PORT},
+                    {"name": "https", "port": 443, "protocol": "TCP", "targetPort": 8112},
+                    {"name": "http-autometric", "port": 9090, "protocol": "TCP", "targetPort": "http-autometric"},
+                    {"name": "http-usermetric", "port": 9091, "protocol": "TCP", "targetPort": "http-usermetric"},
+                    {"name": "http-queueadm", "port": 8022, "protocol": "TCP", "targetPort": 8022},
+                ],
+                "sessionAffinity": "None",
+            },
+            "status": {"loadBalancer": {}},
+        }
+        return [external, public, private]
+
+    def endpoints(self, service: KubeObject, activators: list[tuple[str, str]]) -> tuple[KubeObject, KubeObject] | None:
+        """Endpoints and an EndpointSlice for a Service: its pods, or the activator for Knative's public one."""
+        spec = service["spec"]
+        if spec.get("type") == "ExternalName":
+            return None
+        ports = [{"name": port["name"], "port": self._target_number(port), "protocol": "TCP"} for port in spec["ports"]]
+        meta = service["metadata"]
+        if spec.get("selector"):
+            members = [
+                (pod.ip, pod.name, pod.node.name, pod.uid, self.ns, pod.ready(self.captured)) for pod in self.plan.pods
+            ]
+        else:
+            members = [(ip, name, "", "", KNATIVE_SYSTEM, True) for ip, name in activators]
+            ports = [
+                {"name": "http", "port": 8012, "protocol": "TCP"},
+                {"name": "https", "port": 8112, "protocol": "TCP"},
+            ]
+        ready = [member for member in members if member[5]]
+        not_ready = [member for member in members if not member[5]]
+        subset: KubeObject = {"ports": ports}
+        if ready:
+            subset["addresses"] = [_address(*member[:5]) for member in ready]
+        if not_ready:
+            subset["notReadyAddresses"] = [_address(*member[:5]) for member in not_ready]
+        changed = max([pod.ready_at or pod.started for pod in self.plan.pods] + [self.deployed])
+        endpoints = {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {
+                "name": meta["name"],
+                "namespace": self.ns,
+                "uid": make_uid(self.rng),
+                "creationTimestamp": meta["creationTimestamp"],
+                "resourceVersion": "1",
+                "labels": dict(meta.get("labels") or {}),
+                "annotations": {"endpoints.kubernetes.io/last-change-trigger-time": _at(changed)},
+            },
+            "subsets": [subset] if members else [],
+        }
+        slice_name = f"{meta['name']}-{''.join(self.rng.choice('bcdfghjklmnpqrstvwxz2456789') for _ in range(5))}"
+        endpoint_slice = {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": slice_name,
+                "namespace": self.ns,
+                "uid": make_uid(self.rng),
+                "creationTimestamp": meta["creationTimestamp"],
+                "resourceVersion": "1",
+                "generation": 1,
+                "labels": {
+                    **dict(meta.get("labels") or {}),
+                    "kubernetes.io/service-name": meta["name"],
+                    "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
+                },
+                "ownerReferences": [_owner("v1", "Service", meta["name"], meta["uid"])],
+            },
+            "addressType": "IPv4",
+            "ports": ports,
+            "endpoints": [
+                {
+                    "addresses": [ip],
+                    "conditions": {"ready": is_ready, "serving": is_ready, "terminating": False},
+                    "targetRef": {"kind": "Pod", "name": name, "namespace": namespace, **({"uid": uid} if uid else {})},
+                    **({"nodeName": node} if node else {}),
+                }
+                for ip, name, node, uid, namespace, is_ready in members
+            ],
+        }
+        return endpoints, endpoint_slice
+
+    def _target_number(self, port: KubeObject) -> int:
+        target = port.get("targetPort", port["port"])
+        if isinstance(target, int):
+            return target
+        named = {"http-autometric": 9090, "http-usermetric": 9091}
+        return named[str(target)]
+
+    # ---- autoscaling and routing ---------------------------------------------------------------
+
+    def hpa(self) -> KubeObject:
+        plan = self.plan
+        name = f"{self.isvc.name}-predictor"
+        created = self.deployed + timedelta(seconds=2)
+        owner = _owner("serving.kserve.io/v1beta1", "InferenceService", self.isvc.name, plan.uids["isvc"])
+        target = self.isvc.scale_target or 80
+        ready = len(plan.ready_pods(self.captured))
+        able = ready > 0
+        return {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": _meta(
+                name,
+                self.ns,
+                make_uid(self.rng),
+                created,
+                {ISVC_LABEL: self.isvc.name, "component": "predictor"},
+                owners=[owner],
+                generation=None,
+            ),
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": plan.deployment},
+                "minReplicas": self.isvc.min_replicas,
+                "maxReplicas": self.isvc.max_replicas,
+                "metrics": [
+                    {
+                        "type": "Resource",
+                        "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": target}},
+                    }
+                ],
+            },
+            "status": {
+                "currentReplicas": len(plan.pods),
+                "desiredReplicas": len(plan.pods),
+                "conditions": [
+                    _condition(
+                        "AbleToScale", True, created, "ReadyForNewScale", "recommended size matches current size"
+                    ),
+                    _condition(
+                        "ScalingActive",
+                        able,
+                        created,
+                        "ValidMetricFound" if able else "FailedGetResourceMetric",
+                        "the HPA was able to successfully calculate a replica count from cpu resource utilization (percentage of request)"
+                        if able
+                        else "the HPA was unable to compute the replica count: did not receive metrics for targeted pods (pods might be unready)",
+                    ),
+                    _condition(
+                        "ScalingLimited",
+                        False,
+                        created,
+                        "DesiredWithinRange",
+                        "the desired count is within the acceptable range",
+                    ),
+                ],
+            },
+        }
+
+    def ingress(self) -> KubeObject:
+        name = self.isvc.name
+        owner = _owner("serving.kserve.io/v1beta1", "InferenceService", name, self.plan.uids["isvc"])
+        host = f"{name}-{self.ns}.{INGRESS_DOMAIN}"
+        backend = {"service": {"name": f"{name}-predictor", "port": {"number": 80}}}
+        return {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "Ingress",
+            "metadata": _meta(name, self.ns, make_uid(self.rng), self.deployed + timedelta(seconds=2), owners=[owner]),
+            "spec": {
+                "ingressClassName": self.spec.cluster.ingress,
+                "rules": [{"host": host, "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]}}],
+            },
+            "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.10"}]}},
+        }
+
+    def virtual_services(self) -> list[KubeObject]:
+        plan, name = self.plan, self.isvc.name
+        created = self.deployed + timedelta(seconds=3)
+        external_host = f"{name}-{self.ns}.{INGRESS_DOMAIN}"
+        internal_host = f"{name}.{self.ns}.svc.cluster.local"
+        predictor_host = f"{plan.ksvc}.{self.ns}.svc.cluster.local"
+        isvc_owner = _owner("serving.kserve.io/v1beta1", "InferenceService", name, plan.uids["isvc"])
+        top = {
+            "apiVersion": "networking.istio.io/v1beta1",
+            "kind": "VirtualService",
+            "metadata": _meta(name, self.ns, make_uid(self.rng), created, {ISVC_LABEL: name}, owners=[isvc_owner]),
+            "spec": {
+                "gateways": [f"{KNATIVE_SYSTEM}/knative-local-gateway", f"{KNATIVE_SYSTEM}/knative-ingress-gateway"],
+                "hosts": [internal_host, external_host],
+                "http": [
+                    {
+                        "headers": {"request": {"set": {"Host": predictor_host}}},
+                        "match": [
+                            {
+                                "authority": {
+                                    "regex": f"^{name}\\.{self.ns}(\\.svc(\\.cluster\\.local)?)?(?::\\d{{1,5}})?$"
+                                },
+                                "gateways": [f"{KNATIVE_SYSTEM}/knative-local-gateway"],
+                            },
+                            {
+                                "authority": {"regex": f"^{name}-{self.ns}\\.example\\.com(?::\\d{{1,5}})?$"},
+                                "gateways": [f"{KNATIVE_SYSTEM}/knative-ingress-gateway"],
+                            },
+                        ],
+                        "route": [
+                            {
+                                "destination": {
+                                    "host": "knative-local-gateway.istio-system.svc.cluster.local",
+                                    "port": {"number": 80},
+                                },
+                                "weight": 100,
+                            }
+                        ],
+                    }
+                ],
+            },
+        }
+        ingress_owner = _owner("networking.internal.knative.dev/v1alpha1", "Ingress", plan.ksvc, make_uid(self.rng))
+        knative_labels = {
+            "networking.internal.knative.dev/ingress": plan.ksvc,
+            "serving.knative.dev/route": plan.ksvc,
+            "serving.knative.dev/routeNamespace": self.ns,
+        }
+        revision_route = {
+            "destination": {"host": f"{plan.revision}.{self.ns}.svc.cluster.local", "port": {"number": 80}},
+            "headers": {
+                "request": {"set": {"Knative-Serving-Namespace": self.ns, "Knative-Serving-Revision": plan.revision}}
+            },
+            "weight": 100,
+        }
+        ingress_vs = {
+            "apiVersion": "networking.istio.io/v1beta1",
+            "kind": "VirtualService",
+            "metadata": _meta(
+                f"{plan.ksvc}-ingress", self.ns, make_uid(self.rng), created, knative_labels, owners=[ingress_owner]
+            ),
+            "spec": {
+                "gateways": [f"{KNATIVE_SYSTEM}/knative-ingress-gateway", f"{KNATIVE_SYSTEM}/knative-local-gateway"],
+                "hosts": [
+                    f"{plan.ksvc}-{self.ns}.{INGRESS_DOMAIN}",
+                    predictor_host,
+                    f"{plan.ksvc}.{self.ns}",
+                    f"{plan.ksvc}.{self.ns}.svc",
+                ],
+                "http": [{"retries": {}, "route": [revision_route]}],
+            },
+        }
+        mesh_vs = {
+            "apiVersion": "networking.istio.io/v1beta1",
+            "kind": "VirtualService",
+            "metadata": _meta(
+                f"{plan.ksvc}-mesh", self.ns, make_uid(self.rng), created, knative_labels, owners=[ingress_owner]
+            ),
+            "spec": {
+                "gateways": ["mesh"],
+                "hosts": [predictor_host, f"{plan.ksvc}.{self.ns}", f"{plan.ksvc}.{self.ns}.svc"],
+                "http": [{"retries": {}, "route": [revision_route]}],
+            },
+        }
+        return [top, ingress_vs, mesh_vs]
+
+    def istio_gateways(self) -> list[KubeObject]:
+        installed = self.deployed - timedelta(days=30)
+        gateways = []
+        for name, selector, port in (
+            ("knative-ingress-gateway", "ingressgateway", 80),
+            ("knative-local-gateway", "ingressgateway", 8081),
+        ):
+            gateways.append(
+                {
+                    "apiVersion": "networking.istio.io/v1beta1",
+                    "kind": "Gateway",
+                    "metadata": _meta(
+                        name,
+                        KNATIVE_SYSTEM,
+                        make_uid(self.rng),
+                        installed,
+                        {"networking.knative.dev/ingress-provider": "istio"},
+                    ),
+                    "spec": {
+                        "selector": {"istio": selector},
+                        "servers": [{"hosts": ["*"], "port": {"name": "http", "number": port, "protocol": "HTTP"}}],
+                    },
+                }
+            )
+        return gateways
+
+    # ---- cluster-wide objects ------------------------------------------------------------------
+
+    def nodes(self) -> list[KubeObject]:
+        installed = self.deployed - timedelta(days=12)
+        objects = []
+        for node in self.spec.cluster.nodes:
+            capacity = {
+                "cpu": "96",
+                "memory": "1056451048Ki",
+                "nvidia.com/gpu": str(node.gpus),
+                "pods": "110",
+                "ephemeral-storage": "3750000000Ki",
+            }
+            allocatable = {**capacity, "cpu": "95500m", "memory": "1045965288Ki"}
+            objects.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": _meta(
+                        node.name,
+                        None,
+                        make_uid(self.rng),
+                        installed,
+                        {
+                            "kubernetes.io/hostname": node.name,
+                            "kubernetes.io/os": "linux",
+                            "kubernetes.io/arch": "amd64",
+                            "node.kubernetes.io/instance-type": "p4de.24xlarge",
+                            "topology.kubernetes.io/zone": node.zone,
+                            "nvidia.com/gpu.present": "true",
+                            "nvidia.com/gpu.product": node.product,
+                            "nvidia.com/gpu.count": str(node.gpus),
+                            "nvidia.com/gpu.memory": str(int(node.memory_gib * 1024)),
+                        },
+                        generation=None,
+                    ),
+                    "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+                    "status": {
+                        "capacity": capacity,
+                        "allocatable": allocatable,
+                        "addresses": [
+                            {"type": "InternalIP", "address": _node_ip(node)},
+                            {"type": "Hostname", "address": node.name},
+                        ],
+                        "conditions": [
+                            _condition("Ready", True, installed, "KubeletReady", "kubelet is posting ready status")
+                        ],
+                        "nodeInfo": {
+                            "kubeletVersion": f"v{self.spec.cluster.kubernetes}.4",
+                            "containerRuntimeVersion": "containerd://1.7.22",
+                            "osImage": "Ubuntu 22.04.5 LTS",
+                            "kernelVersion": "5.15.0-1068-aws",
+                            "architecture": "amd64",
+                            "operatingSystem": "linux",
+                        },
+                    },
+                }
+            )
+        return objects
+
+    def api_services(self) -> list[KubeObject]:
+        installed = self.deployed - timedelta(days=12)
+        available = _condition("Available", True, installed, "Passed", "all checks passed")
+        local = [
+            {
+                "apiVersion": "apiregistration.k8s.io/v1",
+                "kind": "APIService",
+                "metadata": _meta(
+                    f"{version}.{group}" if group else version, None, make_uid(self.rng), installed, generation=None
+                ),
+                "spec": {"group": group, "version": version, "groupPriorityMinimum": 18000, "versionPriority": 15},
+                "status": {
+                    "conditions": [
+                        {**available, "reason": "Local", "message": "Local APIServices are always available"}
+                    ]
+                },
+            }
+            for group, version in (("apps", "v1"), ("autoscaling", "v2"), ("serving.kserve.io", "v1beta1"))
+        ]
+        metrics = {
+            "apiVersion": "apiregistration.k8s.io/v1",
+            "kind": "APIService",
+            "metadata": _meta(
+                "v1beta1.metrics.k8s.io",
+                None,
+                make_uid(self.rng),
+                installed,
+                {"k8s-app": "metrics-server"},
+                generation=None,
+            ),
+            "spec": {
+                "group": "metrics.k8s.io",
+                "version": "v1beta1",
+                "groupPriorityMinimum": 100,
+                "versionPriority": 100,
+                "insecureSkipTLSVerify": True,
+                "service": {"name": "metrics-server", "namespace": "kube-system", "port": 443},
+            },
+            "status": {"conditions": [available]},
+        }
+        return [*local, metrics]
+
+    def metrics_server(self) -> list[KubeObject]:
+        installed = self.deployed - timedelta(days=12)
+        labels = {"k8s-app": "metrics-server"}
+        service = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": _meta("metrics-server", "kube-system", make_uid(self.rng), installed, labels, generation=None),
+            "spec": {
+                "type": "ClusterIP",
+                "clusterIP": "10.96.0.200",
+                "selector": labels,
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": "https"}],
+            },
+            "status": {"loadBalancer": {}},
+        }
+        deployment = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": _meta("metrics-server", "kube-system", make_uid(self.rng), installed, labels),
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "metrics-server",
+                                "image": "registry.k8s.io/metrics-server/metrics-server:v0.7.2",
+                                "args": ["--secure-port=10250", "--kubelet-preferred-address-types=InternalIP"],
+                                "ports": [{"containerPort": 10250, "name": "https", "protocol": "TCP"}],
+                            }
+                        ]
+                    },
+                },
+            },
+            "status": {
+                "replicas": 1,
+                "readyReplicas": 1,
+                "availableReplicas": 1,
+                "updatedReplicas": 1,
+                "observedGeneration": 1,
+            },
+        }
+        return [service, deployment]
+
+    def config_maps(self) -> list[KubeObject]:
+        installed = self.deployed - timedelta(days=30)
+        mode = self.isvc.deployment_mode
+        kserve = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _meta(
+                "inferenceservice-config",
+                KSERVE_SYSTEM,
+                make_uid(self.rng),
+                installed,
+                {"app.kubernetes.io/name": "kserve"},
+                generation=None,
+            ),
+            "data": {
+                "deploy": json.dumps({"defaultDeploymentMode": "Serverless"}),
+                "ingress": json.dumps(
+                    {
+                        "ingressGateway": "knative-serving/knative-ingress-gateway",
+                        "localGateway": "knative-serving/knative-local-gateway",
+                        "localGatewayService": "knative-local-gateway.istio-system.svc.cluster.local",
+                        "ingressDomain": INGRESS_DOMAIN,
+                        "ingressClassName": self.spec.cluster.ingress,
+                        "domainTemplate": "{{ .Name }}-{{ .Namespace }}.{{ .IngressDomain }}",
+                        "urlScheme": "http",
+                        "disableIstioVirtualHost": False,
+                    },
+                    sort_keys=True,
+                ),
+            },
+        }
+        objects = [kserve]
+        if mode == "Serverless" or self.spec.cluster.knative:
+            objects.extend(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": _meta(
+                        name,
+                        KNATIVE_SYSTEM,
+                        make_uid(self.rng),
+                        installed,
+                        {"app.kubernetes.io/name": "knative-serving"},
+                        generation=None,
+                    ),
+                    "data": data,
+                }
+                for name, data in (
+                    (
+                        "config-autoscaler",
+                        {"_example": "# defaults apply: see the Knative docs", "enable-scale-to-zero": "true"},
+                    ),
+                    ("config-defaults", {"_example": "# defaults apply: see the Knative docs"}),
+                    ("config-deployment", {"queue-sidecar-image": QUEUE_IMAGE, "progress-deadline": "600s"}),
+                )
+            )
+        return objects
+
+
+def _probe(probe: Any) -> KubeObject:
+    """A probe with the fields the API server defaults filled in."""
+    filled: KubeObject = {"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3}
+    filled.update(json.loads(json.dumps(probe)))
+    if "httpGet" in filled:
+        filled["httpGet"] = {"scheme": "HTTP", **filled["httpGet"]}
+    return filled
+
+
+def _node_ip(node: GpuNode) -> str:
+    return f"10.0.{sum(map(ord, node.name)) % 200 + 1}.{len(node.name) * 7 % 250 + 2}"
+
+
+def _address(ip: str, name: str, node: str, uid: str, namespace: str) -> KubeObject:
+    address: KubeObject = {"ip": ip, "targetRef": {"kind": "Pod", "name": name, "namespace": namespace}}
+    if uid:
+        address["targetRef"]["uid"] = uid
+    if node:
+        address["nodeName"] = node
+    return address

@@ -1,0 +1,379 @@
+"""The scenario spec: a small, declarative description of one incident (``scenarios/<name>.yaml``).
+
+A spec describes a healthy baseline (the InferenceService as its owner meant
+it, the cluster, the traffic) plus a list of typed faults that break it. The
+generator applies the faults to the baseline and derives everything else
+(pod readiness, events, logs, metrics) from the resulting state, so the
+evidence can never contradict itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nbhelpers.errors import RunbookError
+from nbhelpers.findings import CATALOG
+from nbhelpers.timeutil import Window, parse_time
+
+SYMPTOMS = ("503", "504", "OOM", "HPA not scaling", "none")
+DEPLOYMENT_MODES = ("Serverless", "RawDeployment")
+SERVER_KINDS = ("vllm", "huggingfaceserver")
+AUTOSCALER_CLASSES = ("kpa", "hpa", "none")
+FAULT_TYPES = ("port_mismatch",)
+# The port each server listens on when no flag says otherwise (DESIGN §6).
+SERVER_PORT_FLAGS = {"vllm": ("--port", 8000), "huggingfaceserver": ("--http_port", 8080)}
+
+
+class ScenarioError(RunbookError):
+    """A scenario spec that cannot be used; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Story:
+    reported: str
+    first_seen: str
+    cause: str
+    fix: str
+    lesson: str
+
+
+@dataclass(frozen=True)
+class Timeline:
+    captured_at: datetime
+    window: Window
+    deployed_at: datetime
+    incident: Window | None
+
+
+@dataclass(frozen=True)
+class GpuNode:
+    name: str
+    product: str
+    memory_gib: float
+    gpus: int
+    zone: str
+
+
+@dataclass(frozen=True)
+class Cluster:
+    kubernetes: str
+    knative: str
+    ingress: str  # istio | nginx
+    nodes: tuple[GpuNode, ...]
+    missing_crd_groups: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Model:
+    """The served model: what vLLM logs and what sizes its KV cache."""
+
+    id: str
+    served_name: str
+    layers: int
+    kv_heads: int
+    head_dim: int
+    dtype_bytes: int
+    weights_gib: float
+    activation_gib: float
+    load_seconds: float
+
+
+@dataclass(frozen=True)
+class Isvc:
+    name: str
+    namespace: str
+    deployment_mode: str
+    autoscaler_class: str
+    min_replicas: int
+    max_replicas: int
+    scale_target: int | None
+    server: str
+    runtime_name: str
+    image: str
+    vllm_version: str
+    model: Model
+    args: tuple[str, ...]
+    container_port: int
+    readiness_probe: Mapping[str, Any] | None
+    liveness_probe: Mapping[str, Any] | None
+    resources: Mapping[str, Any]
+    image_pull_seconds: float
+
+
+@dataclass(frozen=True)
+class Fault:
+    type: str
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Client demand: requests per second, linear between points (a repeated time makes a step)."""
+
+    points: tuple[tuple[datetime, float], ...]
+    prompt_tokens: int
+    output_tokens: int
+
+    def rate_at(self, moment: datetime) -> float:
+        points = self.points
+        if moment <= points[0][0]:
+            return points[0][1]
+        for (t0, r0), (t1, r1) in pairwise(points):
+            if t0 <= moment <= t1:
+                if t1 == t0:
+                    return r1
+                share = (moment - t0).total_seconds() / (t1 - t0).total_seconds()
+                return r0 + (r1 - r0) * share
+        return points[-1][1]
+
+
+@dataclass(frozen=True)
+class ScenarioSpec:
+    name: str
+    title: str
+    symptom: str
+    difficulty: str
+    seed: int
+    story: Story
+    timeline: Timeline
+    cluster: Cluster
+    isvc: Isvc
+    faults: tuple[Fault, ...]
+    traffic: Traffic
+    expected_root_causes: tuple[str, ...]
+    source_text: str
+
+    @property
+    def digest(self) -> str:
+        """A short hash of the spec text: generated bundles are cached under it."""
+        return hashlib.sha256(self.source_text.encode()).hexdigest()[:12]
+
+
+class _Fields:
+    """Typed access to one mapping of the spec, with errors that name the field."""
+
+    def __init__(self, raw: Any, where: str, origin: str) -> None:
+        if not isinstance(raw, Mapping):
+            raise ScenarioError(f"{origin}: {where or 'the spec'} must be a mapping")
+        self.raw, self.where, self.origin = raw, where, origin
+
+    def _path(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def fail(self, key: str, problem: str) -> ScenarioError:
+        return ScenarioError(f"{self.origin}: {self._path(key)} {problem}")
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key not in self.raw:
+            if default is None:
+                raise self.fail(key, "is required")
+            return default
+        return self.raw[key]
+
+    def text(self, key: str, default: str | None = None) -> str:
+        value = self.get(key, default)
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise self.fail(key, "must be a string")
+        return str(value).strip()
+
+    def number(self, key: str, default: float | None = None) -> float:
+        value = self.get(key, default)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise self.fail(key, "must be a number")
+        return float(value)
+
+    def integer(self, key: str, default: int | None = None) -> int:
+        value = self.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.fail(key, "must be an integer")
+        return value
+
+    def time(self, key: str) -> datetime:
+        value = self.get(key)
+        text = value.isoformat() if isinstance(value, datetime) else str(value)
+        try:
+            return parse_time(text, self._path(key))
+        except RunbookError as error:
+            raise ScenarioError(f"{self.origin}: {error}") from None
+
+    def choice(self, key: str, allowed: tuple[str, ...], default: str | None = None) -> str:
+        value = self.text(key, default)
+        if value not in allowed:
+            raise self.fail(key, f"is {value!r}; use one of {', '.join(allowed)}")
+        return value
+
+    def nested(self, key: str) -> _Fields:
+        return _Fields(self.get(key), self._path(key), self.origin)
+
+    def optional_mapping(self, key: str) -> Mapping[str, Any] | None:
+        value = self.raw.get(key)
+        if value is not None and not isinstance(value, Mapping):
+            raise self.fail(key, "must be a mapping")
+        return value
+
+    def items(self, key: str) -> list[Any]:
+        value = self.get(key, [])
+        if not isinstance(value, list):
+            raise self.fail(key, "must be a list")
+        return value
+
+
+def parse_spec(text: str, origin: str) -> ScenarioSpec:
+    """Parse and validate a spec's YAML text; ``origin`` names it in error messages."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ScenarioError(f"{origin}: not valid YAML ({str(error).splitlines()[0]})") from None
+    top = _Fields(raw, "", origin)
+    story = top.nested("story")
+    spec = ScenarioSpec(
+        name=top.text("name"),
+        title=top.text("title"),
+        symptom=top.choice("symptom", SYMPTOMS),
+        difficulty=top.choice("difficulty", ("beginner", "intermediate", "advanced")),
+        seed=top.integer("seed"),
+        story=Story(*(story.text(key) for key in ("reported", "first_seen", "cause", "fix", "lesson"))),
+        timeline=_timeline(top.nested("timeline")),
+        cluster=_cluster(top.nested("cluster")),
+        isvc=_isvc(top.nested("isvc")),
+        faults=tuple(_fault(_Fields(item, f"faults[{i}]", origin)) for i, item in enumerate(top.items("faults"))),
+        traffic=_traffic(top.nested("traffic")),
+        expected_root_causes=tuple(str(code) for code in top.items("expected_root_causes")),
+        source_text=text,
+    )
+    _check_consistency(spec, top)
+    return spec
+
+
+def load_spec_file(path: Path) -> ScenarioSpec:
+    return parse_spec(path.read_text(encoding="utf-8"), str(path))
+
+
+def _timeline(fields: _Fields) -> Timeline:
+    captured_at = fields.time("captured_at")
+    window = Window(fields.time("window_start"), captured_at)
+    if window.start >= window.end:
+        raise fields.fail("window_start", "must be before captured_at")
+    incident = None
+    if "incident_start" in fields.raw:
+        incident = Window(fields.time("incident_start"), fields.time("incident_end"))
+        if not (window.start <= incident.start < incident.end <= captured_at):
+            raise fields.fail("incident_start", "and incident_end must lie inside the window, in order")
+    deployed_at = fields.time("deployed_at")
+    if not window.contains(deployed_at):
+        raise fields.fail("deployed_at", "must lie inside the window (the startup logs are the evidence)")
+    return Timeline(captured_at, window, deployed_at, incident)
+
+
+def _cluster(fields: _Fields) -> Cluster:
+    nodes = tuple(
+        GpuNode(
+            name=node.text("name"),
+            product=node.text("product"),
+            memory_gib=node.number("memory_gib"),
+            gpus=node.integer("gpus"),
+            zone=node.text("zone"),
+        )
+        for node in (
+            _Fields(item, f"cluster.nodes[{i}]", fields.origin) for i, item in enumerate(fields.items("nodes"))
+        )
+    )
+    if not nodes:
+        raise fields.fail("nodes", "must name at least one GPU node")
+    return Cluster(
+        kubernetes=fields.text("kubernetes"),
+        knative=fields.text("knative", ""),
+        ingress=fields.choice("ingress", ("istio", "nginx")),
+        nodes=nodes,
+        missing_crd_groups=tuple(str(group) for group in fields.items("missing_crd_groups")),
+    )
+
+
+def _model(fields: _Fields) -> Model:
+    model_id = fields.text("id")
+    return Model(
+        id=model_id,
+        served_name=fields.text("served_name", model_id),
+        layers=fields.integer("layers"),
+        kv_heads=fields.integer("kv_heads"),
+        head_dim=fields.integer("head_dim"),
+        dtype_bytes=fields.integer("dtype_bytes"),
+        weights_gib=fields.number("weights_gib"),
+        activation_gib=fields.number("activation_gib"),
+        load_seconds=fields.number("load_seconds"),
+    )
+
+
+def _isvc(fields: _Fields) -> Isvc:
+    args = fields.items("args")
+    if not all(isinstance(arg, (str, int)) for arg in args):
+        raise fields.fail("args", "must be a list of strings")
+    resources = fields.optional_mapping("resources") or {}
+    return Isvc(
+        name=fields.text("name"),
+        namespace=fields.text("namespace"),
+        deployment_mode=fields.choice("deployment_mode", DEPLOYMENT_MODES),
+        autoscaler_class=fields.choice("autoscaler_class", AUTOSCALER_CLASSES),
+        min_replicas=fields.integer("min_replicas"),
+        max_replicas=fields.integer("max_replicas"),
+        scale_target=fields.integer("scale_target") if "scale_target" in fields.raw else None,
+        server=fields.choice("server", SERVER_KINDS),
+        runtime_name=fields.text("runtime_name"),
+        image=fields.text("image"),
+        vllm_version=fields.text("vllm_version"),
+        model=_model(fields.nested("model")),
+        args=tuple(str(arg) for arg in args),
+        container_port=fields.integer("container_port"),
+        readiness_probe=fields.optional_mapping("readiness_probe"),
+        liveness_probe=fields.optional_mapping("liveness_probe"),
+        resources=resources,
+        image_pull_seconds=fields.number("image_pull_seconds", 0.0),
+    )
+
+
+def _fault(fields: _Fields) -> Fault:
+    fault_type = fields.choice("type", FAULT_TYPES)
+    params = {key: value for key, value in fields.raw.items() if key != "type"}
+    if fault_type == "port_mismatch":
+        fields.integer("listen_port")
+    return Fault(fault_type, params)
+
+
+def _traffic(fields: _Fields) -> Traffic:
+    points = []
+    for i, item in enumerate(fields.items("points")):
+        if not (isinstance(item, list) and len(item) == 2):
+            raise fields.fail(f"points[{i}]", "must be [time, requests per second]")
+        moment = _Fields({"t": item[0], "rps": item[1]}, f"{fields.where}.points[{i}]", fields.origin)
+        points.append((moment.time("t"), moment.number("rps")))
+    if not points:
+        raise fields.fail("points", "must hold at least one [time, requests per second]")
+    if any(later[0] < earlier[0] for earlier, later in pairwise(points)):
+        raise fields.fail("points", "must be in time order")
+    if any(rate < 0 for _, rate in points):
+        raise fields.fail("points", "must not hold a negative rate")
+    return Traffic(tuple(points), fields.integer("prompt_tokens"), fields.integer("output_tokens"))
+
+
+def _check_consistency(spec: ScenarioSpec, top: _Fields) -> None:
+    isvc = spec.isvc
+    if not 1 <= isvc.min_replicas <= isvc.max_replicas:
+        raise top.fail("isvc.min_replicas", "must be at least 1 and at most max_replicas")
+    if isvc.deployment_mode == "RawDeployment" and isvc.autoscaler_class == "kpa":
+        raise top.fail("isvc.autoscaler_class", "kpa needs the Serverless deployment mode")
+    if isvc.deployment_mode == "Serverless" and isvc.autoscaler_class == "none":
+        raise top.fail("isvc.autoscaler_class", "none is only for RawDeployment (Knative always autoscales)")
+    unknown = [code for code in spec.expected_root_causes if code not in CATALOG]
+    if unknown:
+        raise top.fail("expected_root_causes", f"holds unknown codes: {', '.join(unknown)}")
+    for fault in spec.faults:
+        if fault.type == "port_mismatch" and int(fault.params["listen_port"]) == isvc.container_port:
+            raise top.fail("faults", "port_mismatch: listen_port equals container_port, nothing would break")

@@ -1,0 +1,450 @@
+"""Raw metric series of a scenario, simulated from its traffic shape with a seeded generator.
+
+A fluid model per ready pod, one step per Prometheus scrape (15 s): the pod's
+share of the demand needs ``rate x latency`` requests in flight (Little's
+law); vLLM runs at most ``--max-num-seqs`` of them, and the rest wait in its
+queue, which drains when demand falls. Latency per request grows with the
+batch (decode is memory-bound). Each completed request is drawn from
+distributions around the model's means, so counters and histograms carry
+ordinary noise. Pods that do not listen where Prometheus scrapes have no vLLM
+series at all (their scrape fails), exactly as a real capture would show.
+
+The output is the families of :mod:`nbhelpers.metrics.openmetrics` (the
+format the Prometheus test harness backfills), plus the per-pod states the
+log writer needs for vLLM's periodic stats lines.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from nbhelpers.metrics.openmetrics import (
+    Family,
+    HistogramFamily,
+    HistogramPoint,
+    HistogramSeries,
+    SampleFamily,
+    SampleType,
+    Series,
+)
+from nbhelpers.scenarios.state import BLOCK_SIZE, Plan, PodPlan, rng_for
+
+SCRAPE_SECONDS = 15
+SCRAPE_OFFSET_SECONDS = 4  # scrapes are not aligned to the query grid, as in a real Prometheus
+PREFILL_TOKENS_PER_SECOND = 12_000.0
+ITL_IDLE_SECONDS = 0.011
+ITL_PER_RUNNING_SECONDS = 0.00012
+SCHEDULER_DELAY_SECONDS = 0.003
+
+# vLLM's histogram bounds (vllm/v1/metrics/loggers.py).
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+REQUEST_LATENCY_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
+ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+HISTOGRAMS = {
+    "vllm:time_to_first_token_seconds": TTFT_BUCKETS,
+    "vllm:e2e_request_latency_seconds": REQUEST_LATENCY_BUCKETS,
+    "vllm:request_queue_time_seconds": REQUEST_LATENCY_BUCKETS,
+    "vllm:inter_token_latency_seconds": ITL_BUCKETS,
+}
+
+
+@dataclass
+class _Histogram:
+    bounds: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def observe(self, value: float, times: int = 1) -> None:
+        if not self.counts:
+            self.counts = [0] * len(self.bounds)
+        for index, bound in enumerate(self.bounds):
+            if value <= bound:
+                self.counts[index] += times
+        self.total += value * times
+        self.count += times
+
+    def point(self, timestamp: float) -> HistogramPoint:
+        counts = self.counts or [0] * len(self.bounds)
+        return HistogramPoint(
+            timestamp, tuple(zip(self.bounds, map(float, counts), strict=True)), round(self.total, 6), float(self.count)
+        )
+
+
+@dataclass(frozen=True)
+class TickState:
+    """What one pod's engine looked like at one scrape."""
+
+    at: datetime
+    running: int
+    waiting: int
+    kv_usage: float
+    prompt_tokens: int  # completed since the previous scrape
+    generation_tokens: int
+
+
+@dataclass(frozen=True)
+class Simulation:
+    families: tuple[Family, ...]
+    pod_states: dict[str, tuple[TickState, ...]]
+
+
+@dataclass
+class _PodEngine:
+    """The running totals of one pod's vLLM engine."""
+
+    pod: PodPlan
+    histograms: dict[str, _Histogram]
+    backlog: float = 0.0
+    success: int = 0
+    prompt: int = 0
+    generation: int = 0
+    preemptions: int = 0
+
+
+def poisson(rng: random.Random, mean: float) -> int:
+    """A Poisson draw (normal approximation above 50, where the difference does not show)."""
+    if mean <= 0:
+        return 0
+    if mean > 50:
+        return max(0, round(rng.gauss(mean, math.sqrt(mean))))
+    limit, product, count = math.exp(-mean), rng.random(), 0
+    while product > limit:
+        product *= rng.random()
+        count += 1
+    return count
+
+
+def scrape_times(plan: Plan) -> list[datetime]:
+    window = plan.spec.timeline.window
+    times = []
+    moment = window.start + timedelta(seconds=SCRAPE_OFFSET_SECONDS)
+    while moment < window.end:
+        times.append(moment)
+        moment += timedelta(seconds=SCRAPE_SECONDS)
+    return times
+
+
+class _Simulator:
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.spec = plan.spec
+        self.traffic = plan.spec.traffic
+        self.rng = rng_for(plan.spec, "traffic")
+        self.ceiling = min(plan.kv.max_num_seqs, plan.kv.num_blocks // self.blocks_per_request())
+        self.scraped = plan.listen_port == plan.spec.isvc.container_port
+        self.engines = {
+            pod.name: _PodEngine(pod, {name: _Histogram(bounds) for name, bounds in HISTOGRAMS.items()})
+            for pod in plan.pods
+        }
+        self.samples: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[float, float]]] = {}
+        self.histogram_points: dict[tuple[str, tuple[tuple[str, str], ...]], list[HistogramPoint]] = {}
+        self.pod_states: dict[str, list[TickState]] = {pod.name: [] for pod in plan.pods}
+        self.gateway: dict[tuple[str, str], int] = {}
+
+    def blocks_per_request(self) -> int:
+        average_tokens = self.traffic.prompt_tokens + self.traffic.output_tokens / 2
+        return max(1, math.ceil(average_tokens / BLOCK_SIZE))
+
+    def itl(self, running: float) -> float:
+        return ITL_IDLE_SECONDS + ITL_PER_RUNNING_SECONDS * running
+
+    def service_seconds(self, running: float) -> float:
+        prefill = self.traffic.prompt_tokens / PREFILL_TOKENS_PER_SECOND
+        return prefill + self.traffic.output_tokens * self.itl(running)
+
+    def in_flight(self, rate: float) -> float:
+        """Requests in flight for an arrival rate, from Little's law with batch-dependent latency."""
+        running = rate * self.service_seconds(0)
+        for _ in range(30):
+            running = min(float(self.ceiling), rate * self.service_seconds(running))
+        return running
+
+    def record(self, name: str, labels: dict[str, str], moment: datetime, value: float) -> None:
+        key = (name, tuple(sorted(labels.items())))
+        self.samples.setdefault(key, []).append((moment.timestamp(), value))
+
+    def run(self) -> Simulation:
+        previous: datetime | None = None
+        for moment in scrape_times(self.plan):
+            seconds = SCRAPE_SECONDS if previous is None else (moment - previous).total_seconds()
+            previous = moment
+            demand = self.traffic.rate_at(moment)
+            ready = self.plan.ready_pods(moment)
+            for pod in self.plan.pods:
+                share = demand / len(ready) if pod in ready else 0.0
+                self.step_pod(self.engines[pod.name], moment, share, seconds)
+            self.step_edge(moment, demand, bool(ready), seconds)
+        return Simulation(self.families(), {name: tuple(states) for name, states in self.pod_states.items()})
+
+    def step_pod(self, engine: _PodEngine, moment: datetime, rate: float, seconds: float) -> None:
+        pod = engine.pod
+        if moment < pod.created:
+            return
+        self.kube_state(pod, moment)
+        if self.scraped and moment >= pod.listening:
+            self.engine_step(engine, moment, rate, seconds)
+        if moment >= pod.started:
+            self.gpu(pod, moment)
+
+    def engine_step(self, engine: _PodEngine, moment: datetime, rate: float, seconds: float) -> None:
+        wanted = self.in_flight(rate)
+        saturated = engine.backlog > 0 or rate * self.service_seconds(self.ceiling) > self.ceiling
+        running = float(self.ceiling) if saturated else wanted
+        throughput = running / self.service_seconds(running) if running else 0.0
+        if saturated:
+            engine.backlog = max(0.0, engine.backlog + (rate - throughput) * seconds)
+        queue_mean = engine.backlog / throughput if throughput else 0.0
+        completed = poisson(self.rng, throughput * seconds)
+        prompt, generated = self.complete(engine, completed, running, queue_mean)
+        observed = (
+            self.ceiling
+            if saturated
+            else min(self.ceiling, max(0, round(self.rng.gauss(running, math.sqrt(running) / 2))))
+        )
+        waiting = round(engine.backlog) if engine.backlog >= 0.5 else 0
+        kv = 0.0
+        if observed:
+            kv = observed * self.blocks_per_request() / self.plan.kv.num_blocks * self.rng.uniform(0.93, 1.07)
+            kv = min(1.0, round(kv, 6))
+        if kv >= 0.98:
+            engine.preemptions += poisson(self.rng, 0.5 * seconds)
+        self.pod_states[engine.pod.name].append(TickState(moment, observed, waiting, kv, prompt, generated))
+        self.vllm_series(engine, moment, observed, waiting, kv)
+
+    def complete(self, engine: _PodEngine, completed: int, running: float, queue_mean: float) -> tuple[int, int]:
+        """Draw the completed requests of one scrape interval and observe them in the histograms."""
+        rng, traffic = self.rng, self.traffic
+        prompt_total = generated_total = 0
+        max_len = self.plan.kv.max_model_len
+        for _ in range(completed):
+            prompt = max(16, min(max_len - 1, round(rng.lognormvariate(math.log(traffic.prompt_tokens), 0.35))))
+            output = max(1, min(max_len - prompt, round(rng.lognormvariate(math.log(traffic.output_tokens), 0.5))))
+            queued = (
+                rng.expovariate(1 / queue_mean)
+                if queue_mean > SCHEDULER_DELAY_SECONDS
+                else rng.uniform(0.0005, SCHEDULER_DELAY_SECONDS)
+            )
+            step = self.itl(running) * rng.lognormvariate(0, 0.1)
+            first = queued + prompt / PREFILL_TOKENS_PER_SECOND * (1 + running / max(1, self.ceiling)) + step
+            engine.histograms["vllm:time_to_first_token_seconds"].observe(first)
+            engine.histograms["vllm:e2e_request_latency_seconds"].observe(first + (output - 1) * step)
+            engine.histograms["vllm:request_queue_time_seconds"].observe(queued)
+            if output > 1:
+                engine.histograms["vllm:inter_token_latency_seconds"].observe(step, output - 1)
+            prompt_total += prompt
+            generated_total += output
+        engine.success += completed
+        engine.prompt += prompt_total
+        engine.generation += generated_total
+        return prompt_total, generated_total
+
+    def target_labels(self, pod: PodPlan) -> dict[str, str]:
+        port = self.spec.isvc.container_port
+        return {
+            "namespace": self.spec.isvc.namespace,
+            "pod": pod.name,
+            "container": "kserve-container",
+            "instance": f"{pod.ip}:{port}",
+            "job": "kserve-predictors",
+        }
+
+    def vllm_series(self, engine: _PodEngine, moment: datetime, running: int, waiting: int, kv: float) -> None:
+        model = {"model_name": self.spec.isvc.model.served_name, "engine": "0"}
+        labels = {**self.target_labels(engine.pod), **model}
+        self.record("vllm:num_requests_running", labels, moment, running)
+        self.record("vllm:num_requests_waiting", labels, moment, waiting)
+        self.record("vllm:kv_cache_usage_perc", labels, moment, kv)
+        self.record("vllm:request_success", {**labels, "finished_reason": "stop"}, moment, engine.success)
+        self.record("vllm:prompt_tokens", labels, moment, engine.prompt)
+        self.record("vllm:generation_tokens", labels, moment, engine.generation)
+        self.record("vllm:num_preemptions", labels, moment, engine.preemptions)
+        cache = {
+            "block_size": str(BLOCK_SIZE),
+            "cache_dtype": "auto",
+            "enable_prefix_caching": "True",
+            "gpu_memory_utilization": str(self.plan.kv.gpu_memory_utilization),
+            "num_gpu_blocks": str(self.plan.kv.num_blocks),
+        }
+        self.record("vllm:cache_config_info", {**self.target_labels(engine.pod), "engine": "0", **cache}, moment, 1.0)
+        for name, histogram in engine.histograms.items():
+            key = (name, tuple(sorted(labels.items())))
+            self.histogram_points.setdefault(key, []).append(histogram.point(moment.timestamp()))
+
+    def kube_state(self, pod: PodPlan, moment: datetime) -> None:
+        ksm = {"namespace": self.spec.isvc.namespace, "pod": pod.name, "uid": pod.uid, "job": "kube-state-metrics"}
+        ready = pod.ready(moment)
+        for condition, value in (("true", ready), ("false", not ready), ("unknown", False)):
+            self.record("kube_pod_status_ready", {**ksm, "condition": condition}, moment, float(value))
+        if moment >= pod.started:
+            containers = ["kserve-container"] + (["queue-proxy"] if self.plan.serverless else [])
+            for container in containers:
+                self.record("kube_pod_container_status_restarts", {**ksm, "container": container}, moment, 0.0)
+
+    def gpu(self, pod: PodPlan, moment: datetime) -> None:
+        node = pod.node
+        total_mib = round(node.memory_gib * 1024) + 768
+        loading = min(
+            1.0, (moment - pod.started).total_seconds() / max(1.0, (pod.listening - pod.started).total_seconds())
+        )
+        full = node.memory_gib * 1024 * self.plan.kv.gpu_memory_utilization + 530
+        used = round(500 + (full - 500) * loading)
+        states = self.pod_states[pod.name]
+        running = states[-1].running if states and states[-1].at == moment else 0
+        busy = 35 + 60 * running / max(1, self.ceiling) + self.rng.uniform(-3, 3) if running else 0.0
+        labels = {
+            "gpu": "0",
+            "UUID": f"GPU-{pod.uid[:8]}-{pod.uid[9:13]}-{pod.uid[14:18]}-{pod.uid[19:23]}-{pod.uid[24:]}",
+            "device": "nvidia0",
+            "modelName": node.product.replace("-", " "),
+            "Hostname": node.name,
+            "namespace": self.spec.isvc.namespace,
+            "pod": pod.name,
+            "container": "kserve-container",
+            "job": "dcgm-exporter",
+        }
+        self.record("DCGM_FI_DEV_FB_USED", labels, moment, used)
+        self.record("DCGM_FI_DEV_FB_FREE", labels, moment, total_mib - 768 - used)
+        self.record("DCGM_FI_DEV_GPU_UTIL", labels, moment, round(min(99.0, busy)))
+
+    def step_edge(self, moment: datetime, demand: float, any_ready: bool, seconds: float) -> None:
+        """Requests at the gateway (Istio) and, for Knative, at the revision; deployment availability."""
+        isvc = self.spec.isvc
+        ready = self.plan.ready_pods(moment)
+        if moment >= self.spec.timeline.deployed_at:
+            deployment = {"namespace": isvc.namespace, "deployment": self.plan.deployment, "job": "kube-state-metrics"}
+            self.record("kube_deployment_status_replicas_available", deployment, moment, len(ready))
+            if isvc.deployment_mode == "RawDeployment" and isvc.autoscaler_class == "hpa":
+                hpa = {
+                    "namespace": isvc.namespace,
+                    "horizontalpodautoscaler": f"{isvc.name}-predictor",
+                    "job": "kube-state-metrics",
+                }
+                self.record("kube_horizontalpodautoscaler_status_current_replicas", hpa, moment, len(self.plan.pods))
+                self.record("kube_horizontalpodautoscaler_status_desired_replicas", hpa, moment, len(self.plan.pods))
+        if self.spec.cluster.ingress != "istio" or moment < self.spec.timeline.deployed_at:
+            return
+        code, flags = ("200", "-") if any_ready else ("503", "UH")
+        arrived = poisson(self.rng, demand * seconds)
+        if arrived:  # Istio creates a series with the first request of its kind
+            self.gateway[(code, flags)] = self.gateway.get((code, flags), 0) + arrived
+        for (response_code, response_flags), total in sorted(self.gateway.items()):
+            labels = {
+                "reporter": "source",
+                "source_workload": "istio-ingressgateway",
+                "source_workload_namespace": "istio-system",
+                "destination_workload": self.plan.deployment,
+                "destination_workload_namespace": isvc.namespace,
+                "destination_service_name": f"{isvc.name}-predictor",
+                "request_protocol": "http",
+                "response_code": response_code,
+                "response_flags": response_flags,
+            }
+            self.record("istio_requests", labels, moment, total)
+        if self.plan.serverless:
+            for pod in ready:
+                labels = {
+                    "namespace_name": isvc.namespace,
+                    "configuration_name": self.plan.ksvc,
+                    "revision_name": self.plan.revision,
+                    "service_name": self.plan.ksvc,
+                    "pod_name": pod.name,
+                    "container_name": "queue-proxy",
+                    "response_code": "200",
+                    "response_code_class": "2xx",
+                }
+                self.record("revision_app_request_count", labels, moment, self.engines[pod.name].success)
+
+    def families(self) -> tuple[Family, ...]:
+        kinds: dict[str, SampleType] = {
+            "vllm:request_success": "counter",
+            "vllm:prompt_tokens": "counter",
+            "vllm:generation_tokens": "counter",
+            "vllm:num_preemptions": "counter",
+            "kube_pod_container_status_restarts": "counter",
+            "istio_requests": "counter",
+            "revision_app_request_count": "unknown",  # Knative publishes this counter without _total
+        }
+        grouped: dict[str, list[Series]] = {}
+        for (name, labels), samples in sorted(self.samples.items()):
+            grouped.setdefault(name, []).append(Series(dict(labels), tuple(samples)))
+        families: list[Family] = [
+            SampleFamily(name, kinds.get(name, "gauge"), tuple(series)) for name, series in sorted(grouped.items())
+        ]
+        histogram_series: dict[str, list[HistogramSeries]] = {}
+        for (name, labels), points in sorted(self.histogram_points.items()):
+            histogram_series.setdefault(name, []).append(HistogramSeries(dict(labels), tuple(points)))
+        families.extend(HistogramFamily(name, tuple(series)) for name, series in sorted(histogram_series.items()))
+        return tuple(families)
+
+
+def simulate(plan: Plan) -> Simulation:
+    return _Simulator(plan).run()

@@ -1,0 +1,506 @@
+"""The realism validator (DESIGN §7): what a real cluster and a real Prometheus would never show.
+
+``validate_bundle(files or path)`` returns a list of problems (empty: the
+bundle is plausible). It checks:
+
+- metrics: counters never decrease (restart counters, the raw counters),
+  histogram buckets are cumulative in ``le`` order and ``+Inf`` equals
+  ``_count``, running requests never exceed the engine's ceiling
+  (``--max-num-seqs``, else the version/GPU default), KV usage lies in 0-1 and
+  fits the running requests (none running, nothing used; never more than they
+  can hold), rates are not negative, p95 is not above p99, samples lie in the
+  window, kube-state-metrics agree with the pods at capture time, and the
+  gateway serves no 2xx while no predictor pod is ready;
+- objects: owner references resolve (for the kinds a capture reads), Service
+  selectors match pods, Endpoints/EndpointSlice addresses name existing pods
+  with their IPs and readiness, HPA scale targets exist, Knative revisions are
+  named ``<ksvc>-0000N`` with a ``<rev>-deployment``, predictor pods are named
+  after their ReplicaSet, events name objects that exist and fall in the window;
+- logs: their pods and containers exist and their timestamps lie in the window.
+
+The raw series (``scenario/metrics.om``) are checked when the bundle has them
+(generated scenarios do; captured bundles only hold query answers).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from nbhelpers import kube
+from nbhelpers.errors import BundleError
+from nbhelpers.evidence import event_interval
+from nbhelpers.scenarios.generator import RAW_METRICS_FILE
+from nbhelpers.sources import kinds
+from nbhelpers.sources.base import KubeObject, SeriesData, series_from_matrix
+from nbhelpers.sources.bundle import BundleCluster, BundleFiles, Manifest, read_manifest
+from nbhelpers.timeutil import Window, parse_k8s_time
+
+# Owner kinds a capture always reads in the target namespace: an owner of these kinds must be in the bundle.
+_CAPTURED_OWNER_KINDS = (
+    kinds.INFERENCE_SERVICE,
+    kinds.KNATIVE_SERVICE,
+    kinds.KNATIVE_REVISION,
+    kinds.DEPLOYMENT,
+    kinds.REPLICA_SET,
+    kinds.SERVICE,
+)
+# With nothing running vLLM holds no KV blocks (only its reserved null block).
+IDLE_KV_USAGE = 0.001
+_LOG_STAMP = re.compile(r"^(\S+)\s")
+_OM_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)\s+(\S+)$")
+_OM_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+_COUNTER_FAMILIES = re.compile(r"^# TYPE (\S+) counter$")
+
+
+@dataclass(frozen=True)
+class _Bundle:
+    files: BundleFiles
+    manifest: Manifest
+    cluster: BundleCluster
+
+    @property
+    def window(self) -> Window:
+        return self.manifest.window
+
+    @property
+    def namespace(self) -> str:
+        return self.manifest.namespace
+
+    def objects(self, kind: kinds.Kind) -> list[KubeObject]:
+        return self.cluster.by_kind.get(kind.key, [])
+
+    def pods(self) -> list[KubeObject]:
+        return [pod for pod in self.objects(kinds.POD) if kube.namespace(pod) == self.namespace]
+
+
+def validate_bundle(source: Mapping[str, bytes] | str | os.PathLike[str]) -> list[str]:
+    """Problems that make the bundle implausible; an empty list when there are none."""
+    files = BundleFiles(Path("<memory>"), dict(source)) if isinstance(source, Mapping) else BundleFiles(Path(source))
+    try:
+        manifest = read_manifest(files)
+        bundle = _Bundle(files, manifest, BundleCluster(files, manifest))
+    except BundleError as error:
+        return [str(error)]
+    problems: list[str] = []
+    problems += _check_owners(bundle)
+    problems += _check_services(bundle)
+    problems += _check_endpoints(bundle)
+    problems += _check_workload_names(bundle)
+    problems += _check_events(bundle)
+    problems += _check_logs(bundle)
+    problems += _check_metrics(bundle)
+    raw = files.text(RAW_METRICS_FILE)
+    if raw is not None:
+        problems += check_openmetrics(raw)
+    return problems
+
+
+# ---- objects ------------------------------------------------------------------------------------
+
+
+def _index(bundle: _Bundle) -> dict[tuple[str, str, str], KubeObject]:
+    """(kind key, namespace, name) -> object, for every object in the bundle."""
+    return {
+        (key, kube.namespace(obj), kube.name(obj)): obj
+        for key, objects in bundle.cluster.by_kind.items()
+        for obj in objects
+    }
+
+
+def _read_failed(bundle: _Bundle, kind: kinds.Kind) -> bool:
+    return any(
+        str(record.get("what", "")).startswith(kind.key) and record.get("status") != "ok"
+        for record in bundle.manifest.raw.get("reads") or []
+    )
+
+
+def _check_owners(bundle: _Bundle) -> list[str]:
+    index = _index(bundle)
+    problems = []
+    checked = {kind.key: kind for kind in _CAPTURED_OWNER_KINDS if not _read_failed(bundle, kind)}
+    for (key, namespace, name), obj in sorted(index.items()):
+        if namespace != bundle.namespace:
+            continue
+        for owner in kube.metadata(obj).get("ownerReferences") or []:
+            owner_kind = kinds.kind_for(str(owner.get("apiVersion", "")), str(owner.get("kind", "")))
+            if owner_kind is None or owner_kind.key not in checked:
+                continue
+            found = index.get((owner_kind.key, namespace, str(owner.get("name"))))
+            if found is None:
+                problems.append(
+                    f"{key}/{namespace}/{name}: owner {owner_kind.key} {owner.get('name')!r} is not in the bundle"
+                )
+            elif owner.get("uid") and kube.metadata(found).get("uid") != owner.get("uid"):
+                problems.append(
+                    f"{key}/{namespace}/{name}: owner {owner_kind.key} {owner.get('name')!r} has another uid"
+                )
+    return problems
+
+
+def _check_services(bundle: _Bundle) -> list[str]:
+    problems = []
+    pods = bundle.pods()
+    for service in bundle.objects(kinds.SERVICE):
+        if kube.namespace(service) != bundle.namespace:
+            continue
+        selector = kube.spec(service).get("selector")
+        if selector and not any(kube.selector_matches(selector, kube.labels(pod)) for pod in pods):
+            problems.append(f"Service/{bundle.namespace}/{kube.name(service)}: selector {selector} matches no pod")
+    for hpa in bundle.objects(kinds.HPA):
+        target = kube.spec(hpa).get("scaleTargetRef") or {}
+        target_kind = kinds.kind_for(str(target.get("apiVersion", "apps/v1")), str(target.get("kind", "")))
+        names = {kube.name(obj) for obj in bundle.objects(target_kind)} if target_kind else set()
+        if target.get("name") not in names:
+            problems.append(
+                f"HorizontalPodAutoscaler/{kube.namespace(hpa)}/{kube.name(hpa)}: scaleTargetRef {target} does not exist"
+            )
+    return problems
+
+
+def _pod_addresses(endpoints: KubeObject) -> Iterator[tuple[dict[str, Any], bool]]:
+    for subset in endpoints.get("subsets") or []:
+        for address in subset.get("addresses") or []:
+            yield address, True
+        for address in subset.get("notReadyAddresses") or []:
+            yield address, False
+
+
+def _slice_addresses(endpoint_slice: KubeObject) -> Iterator[tuple[dict[str, Any], bool]]:
+    for endpoint in endpoint_slice.get("endpoints") or []:
+        for ip in endpoint.get("addresses") or []:
+            ready = (endpoint.get("conditions") or {}).get("ready")
+            yield {"ip": ip, "targetRef": endpoint.get("targetRef") or {}}, ready is not False
+
+
+def _check_endpoints(bundle: _Bundle) -> list[str]:
+    pods = {kube.name(pod): pod for pod in bundle.pods()}
+    services = {kube.name(svc): svc for svc in bundle.objects(kinds.SERVICE) if kube.namespace(svc) == bundle.namespace}
+    problems = []
+    sources = [(kinds.ENDPOINTS, obj, kube.name(obj), _pod_addresses(obj)) for obj in bundle.objects(kinds.ENDPOINTS)]
+    sources += [
+        (kinds.ENDPOINT_SLICE, obj, kube.labels(obj).get("kubernetes.io/service-name", ""), _slice_addresses(obj))
+        for obj in bundle.objects(kinds.ENDPOINT_SLICE)
+    ]
+    for kind, obj, service_name, addresses in sources:
+        if kube.namespace(obj) != bundle.namespace:
+            continue
+        where = f"{kind.key}/{bundle.namespace}/{kube.name(obj)}"
+        service = services.get(service_name)
+        if service is None:
+            problems.append(f"{where}: no Service named {service_name!r}")
+            continue
+        selector = kube.spec(service).get("selector")
+        seen = set()
+        for address, ready in addresses:
+            target = address.get("targetRef") or {}
+            if target.get("kind") != "Pod" or target.get("namespace", bundle.namespace) != bundle.namespace:
+                continue
+            pod = pods.get(str(target.get("name")))
+            if pod is None:
+                problems.append(
+                    f"{where}: address {address.get('ip')} names pod {target.get('name')!r}, which does not exist"
+                )
+                continue
+            seen.add(kube.name(pod))
+            if kube.status(pod).get("podIP") != address.get("ip"):
+                problems.append(f"{where}: address {address.get('ip')} is not the IP of pod {kube.name(pod)}")
+            if ready != kube.pod_ready(pod):
+                problems.append(
+                    f"{where}: pod {kube.name(pod)} is listed as {'ready' if ready else 'not ready'}, but it is not"
+                )
+        if selector:
+            expected = {name for name, pod in pods.items() if kube.selector_matches(selector, kube.labels(pod))}
+            for missing in sorted(expected - seen):
+                problems.append(f"{where}: pod {missing} matches the Service selector but has no address")
+    return problems
+
+
+def _check_workload_names(bundle: _Bundle) -> list[str]:
+    problems = []
+    isvc = bundle.manifest.isvc
+    deployments = {kube.name(obj) for obj in bundle.objects(kinds.DEPLOYMENT)}
+    replica_sets = {kube.name(obj) for obj in bundle.objects(kinds.REPLICA_SET)}
+    revisions = {kube.name(obj) for obj in bundle.objects(kinds.KNATIVE_REVISION)}
+    for revision in sorted(revisions):
+        if not re.fullmatch(rf"{re.escape(isvc)}-predictor-\d{{5}}", revision):
+            problems.append(f"Revision {revision!r} is not named <isvc>-predictor-0000N")
+        if f"{revision}-deployment" not in deployments:
+            problems.append(f"Revision {revision!r} has no Deployment {revision}-deployment")
+    for ksvc in bundle.objects(kinds.KNATIVE_SERVICE):
+        for field in ("latestCreatedRevisionName", "latestReadyRevisionName"):
+            named = kube.status(ksvc).get(field)
+            if named and named not in revisions:
+                problems.append(f"Knative Service {kube.name(ksvc)}: {field} {named!r} is not a Revision in the bundle")
+    for pod in bundle.pods():
+        if not kube.is_predictor(pod):
+            continue
+        template_hash = kube.labels(pod).get("pod-template-hash", "")
+        owners = kube.owner_names(pod, "ReplicaSet")
+        name = kube.name(pod)
+        if not name.startswith(f"{isvc}-predictor-"):
+            problems.append(f"pod {name}: predictor pods are named {isvc}-predictor-...")
+        for owner in owners:
+            if owner not in replica_sets:
+                continue
+            if not re.fullmatch(rf"{re.escape(owner)}-[a-z0-9]{{5}}", name) or not owner.endswith(f"-{template_hash}"):
+                problems.append(
+                    f"pod {name}: not named <replicaset>-<5 chars> after {owner} with its pod-template-hash"
+                )
+    return problems
+
+
+def _check_events(bundle: _Bundle) -> list[str]:
+    index = _index(bundle)
+    problems = []
+    for event in bundle.objects(kinds.EVENT):
+        involved = event.get("involvedObject") or event.get("regarding") or {}
+        where = f"Event {kube.name(event)}"
+        first, last = event_interval(event)
+        if first is None:
+            problems.append(f"{where}: no timestamp")
+        elif last is not None and (last < bundle.window.start or first >= bundle.window.end or last < first):
+            problems.append(f"{where}: {first}..{last} lies outside the window")
+        involved_kind = kinds.kind_for(str(involved.get("apiVersion", "v1")), str(involved.get("kind", "")))
+        if involved_kind is None or _read_failed(bundle, involved_kind):
+            continue
+        key = (involved_kind.key, str(involved.get("namespace") or ""), str(involved.get("name")))
+        if key not in index:
+            problems.append(f"{where}: names {involved_kind.key} {involved.get('name')!r}, which is not in the bundle")
+    return problems
+
+
+def _check_logs(bundle: _Bundle) -> list[str]:
+    pods = {kube.name(pod): pod for pod in bundle.pods()}
+    problems = []
+    for name, data in sorted(bundle.files.under("logs/")):
+        parts = name.split("/")
+        if len(parts) != 4:
+            problems.append(f"{name}: not logs/<namespace>/<pod>/<container>.log")
+            continue
+        _, _namespace, pod_name, file_name = parts
+        container = file_name.removesuffix(".log").removesuffix(".previous")
+        pod = pods.get(pod_name)
+        if pod is None:
+            problems.append(f"{name}: pod {pod_name} is not in the bundle")
+        elif container not in {str(c.get("name")) for c in kube.containers(kube.spec(pod))}:
+            problems.append(f"{name}: pod {pod_name} has no container {container}")
+        previous: datetime | None = None
+        for line in data.decode("utf-8", errors="replace").splitlines():
+            match = _LOG_STAMP.match(line)
+            moment = parse_k8s_time(match.group(1)) if match else None
+            if moment is None:
+                continue
+            if not bundle.window.contains(moment):
+                problems.append(f"{name}: line at {match.group(1) if match else '?'} lies outside the window")
+                break
+            if previous is not None and moment < previous:
+                problems.append(f"{name}: timestamps go backwards at {match.group(1) if match else '?'}")
+                break
+            previous = moment
+    return problems
+
+
+# ---- metrics ------------------------------------------------------------------------------------
+
+
+def _answers(bundle: _Bundle) -> dict[str, tuple[SeriesData, ...]]:
+    index_text = bundle.files.text("metrics/index.json")
+    index = json.loads(index_text) if index_text else {}
+    answers = {}
+    for query_id, entry in index.items():
+        text = bundle.files.text(f"metrics/{query_id}.json")
+        if entry.get("status") in ("ok", "empty") and text is not None:
+            answers[query_id] = series_from_matrix(json.loads(text), str(entry.get("promql"))).series
+    return answers
+
+
+def _by_pod(series: tuple[SeriesData, ...]) -> dict[str, dict[float, float]]:
+    return {item.labels.get("pod", ""): dict(item.samples) for item in series}
+
+
+def _ceilings(bundle: _Bundle) -> dict[str, int]:
+    """Per pod: the most requests vLLM runs at once (``--max-num-seqs``, else its version/GPU default)."""
+    nodes = {kube.name(node): node for node in bundle.objects(kinds.NODE)}
+    ceilings = {}
+    for pod in bundle.pods():
+        for container in kube.containers(kube.spec(pod)):
+            if container.get("name") != kube.SERVING_CONTAINER:
+                continue
+            args = [str(arg) for arg in (container.get("command") or []) + (container.get("args") or [])]
+            value = next((args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--max-num-seqs"), None)
+            value = value or next((arg.split("=", 1)[1] for arg in args if arg.startswith("--max-num-seqs=")), None)
+            if value is None:
+                node = nodes.get(str(kube.spec(pod).get("nodeName")))
+                labels = kube.labels(node) if node else {}
+                memory_mib = int(labels.get("nvidia.com/gpu.memory", "0") or 0)
+                big = memory_mib >= 70 * 1024 and "A100" not in labels.get("nvidia.com/gpu.product", "")
+                value = "1024" if big else "256"
+            ceilings[kube.name(pod)] = int(value)
+    return ceilings
+
+
+def _check_metrics(bundle: _Bundle) -> list[str]:
+    answers = _answers(bundle)
+    problems = []
+    low, high = bundle.window.start.timestamp(), bundle.window.end.timestamp()
+    for query_id, series in sorted(answers.items()):
+        for item in series:
+            if any(not low <= t <= high for t, _ in item.samples):
+                problems.append(f"metrics {query_id}: samples outside the window")
+                break
+            is_rate = query_id.endswith(("_rate", "_by_code", "_by_status"))
+            if is_rate and any(v < 0 for _, v in item.samples):
+                problems.append(f"metrics {query_id} {item.labels}: a negative rate")
+    for item in answers.get("pod_restarts", ()):
+        values = [v for _, v in item.samples]
+        if any(later < earlier for earlier, later in pairwise(values)):
+            problems.append(f"metrics pod_restarts {item.labels}: the restart counter decreases")
+    problems += _check_engine(answers, _ceilings(bundle))
+    problems += _check_quantiles(answers)
+    problems += _check_kube_state(bundle, answers)
+    return problems
+
+
+def _check_engine(answers: dict[str, tuple[SeriesData, ...]], ceilings: dict[str, int]) -> list[str]:
+    problems = []
+    running = _by_pod(answers.get("vllm_running", ()))
+    kv_usage = _by_pod(answers.get("vllm_kv_cache_usage", ()))
+    blocks = {
+        item.labels.get("pod", ""): int(item.labels.get("num_gpu_blocks", "0") or 0)
+        for item in answers.get("vllm_cache_config", ())
+    }
+    for pod, samples in sorted(running.items()):
+        ceiling = ceilings.get(pod)
+        if ceiling is not None and any(v > ceiling for v in samples.values()):
+            problems.append(
+                f"metrics vllm_running {pod}: {max(samples.values()):g} running, above the ceiling {ceiling}"
+            )
+    for pod, samples in sorted(kv_usage.items()):
+        if any(not 0 <= v <= 1 for v in samples.values()):
+            problems.append(f"metrics vllm_kv_cache_usage {pod}: outside 0-1")
+            continue
+        in_flight = running.get(pod, {})
+        for at, usage in sorted(samples.items()):
+            requests = in_flight.get(at)
+            if requests is None:
+                continue
+            if requests == 0 and usage > IDLE_KV_USAGE:
+                problems.append(f"metrics {pod} at {at:.0f}: KV cache {usage:.1%} used with no running request")
+                break
+            if requests > 0 and blocks.get(pod) and usage * blocks[pod] < requests * 0.5:
+                problems.append(
+                    f"metrics {pod} at {at:.0f}: {requests:g} running requests in {usage:.2%} of the KV cache"
+                )
+                break
+    return problems
+
+
+def _check_quantiles(answers: dict[str, tuple[SeriesData, ...]]) -> list[str]:
+    problems = []
+    p95 = {t: v for item in answers.get("vllm_e2e_p95", ()) for t, v in item.samples}
+    p99 = {t: v for item in answers.get("vllm_e2e_p99", ()) for t, v in item.samples}
+    for at, value in sorted(p95.items()):
+        other = p99.get(at)
+        if other is not None and not math.isnan(value) and not math.isnan(other) and value > other + 1e-9:
+            problems.append(f"metrics vllm_e2e at {at:.0f}: p95 {value:.3f}s above p99 {other:.3f}s")
+            break
+    return problems
+
+
+def _last(series: tuple[SeriesData, ...]) -> float | None:
+    samples = [sample for item in series for sample in item.samples]
+    return max(samples)[1] if samples else None
+
+
+def _check_kube_state(bundle: _Bundle, answers: dict[str, tuple[SeriesData, ...]]) -> list[str]:
+    """kube-state-metrics at the end of the window must agree with the pods captured."""
+    problems = []
+    pods = [pod for pod in bundle.pods() if kube.is_predictor(pod)]
+    ready_now = sum(1 for pod in pods if kube.pod_ready(pod))
+    ready_metric = _last(answers.get("pod_ready", ()))
+    if ready_metric is not None and ready_metric != ready_now:
+        problems.append(f"metrics pod_ready ends at {ready_metric:g}, but {ready_now} predictor pods are Ready")
+    restarts = {
+        (item.labels.get("pod"), item.labels.get("container")): item.samples[-1][1]
+        for item in answers.get("pod_restarts", ())
+        if item.samples
+    }
+    for pod in pods:
+        for status in kube.status(pod).get("containerStatuses") or []:
+            value = restarts.get((kube.name(pod), status.get("name")))
+            if value is not None and value != int(status.get("restartCount") or 0):
+                problems.append(
+                    f"metrics pod_restarts {kube.name(pod)}/{status.get('name')}: {value:g}, the pod says {status.get('restartCount')}"
+                )
+    if pods and ready_now == 0:
+        for item in answers.get("istio_requests_by_code", ()):
+            code = item.labels.get("response_code", "")
+            if code.startswith("2") and item.samples and item.samples[-1][1] > 0:
+                problems.append("metrics istio_requests_by_code: 2xx responses while no predictor pod is ready")
+    return problems
+
+
+# ---- raw series ---------------------------------------------------------------------------------
+
+
+def _parse_openmetrics(
+    text: str,
+) -> tuple[set[str], dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[float, float]]]]:
+    counters: set[str] = set()
+    series: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[float, float]]] = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            match = _COUNTER_FAMILIES.match(line)
+            if match:
+                counters.add(match.group(1) + "_total")
+            continue
+        sample = _OM_SAMPLE.match(line)
+        if sample is None:
+            continue
+        name, label_text, value, stamp = sample.groups()
+        labels = tuple(sorted(_OM_LABEL.findall(label_text or "")))
+        series.setdefault((name, labels), []).append((float(stamp), float(value)))
+    return counters, series
+
+
+def check_openmetrics(text: str) -> list[str]:
+    """Counters monotonic and histogram buckets cumulative in raw OpenMetrics series."""
+    counters, series = _parse_openmetrics(text)
+    problems = []
+    for (name, labels), samples in sorted(series.items()):
+        monotonic = name in counters or name.endswith(("_bucket", "_count"))
+        values = [value for _, value in sorted(samples)]
+        if monotonic and any(later < earlier for earlier, later in pairwise(values)):
+            problems.append(f"raw {name}{dict(labels)}: the counter decreases")
+    buckets: dict[tuple[str, tuple[tuple[str, str], ...], float], list[tuple[float, float]]] = {}
+    for (name, labels), samples in series.items():
+        if not name.endswith("_bucket"):
+            continue
+        le = float(dict(labels)["le"])
+        rest = tuple(label for label in labels if label[0] != "le")
+        for stamp, value in samples:
+            buckets.setdefault((name, rest, stamp), []).append((le, value))
+    counts = {
+        (name.removesuffix("_count"), labels): dict(samples)
+        for (name, labels), samples in series.items()
+        if name.endswith("_count")
+    }
+    for (name, rest, stamp), points in sorted(buckets.items()):
+        ordered = [value for _, value in sorted(points)]
+        if any(later < earlier for earlier, later in pairwise(ordered)):
+            problems.append(f"raw {name}{dict(rest)} at {stamp:.0f}: buckets are not cumulative in le order")
+        total = counts.get((name.removesuffix("_bucket"), rest), {}).get(stamp)
+        if total is not None and ordered and ordered[-1] != total:
+            problems.append(
+                f"raw {name}{dict(rest)} at {stamp:.0f}: +Inf bucket {ordered[-1]:g} differs from _count {total:g}"
+            )
+    return problems

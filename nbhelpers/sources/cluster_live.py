@@ -1,0 +1,378 @@
+"""The live cluster source: read-only GET requests to a Kubernetes API server.
+
+Requests go through the official ``kubernetes`` client's REST client, so
+kubeconfig handling, TLS, client certificates, exec credential plugins and
+proxies behave as they do for every other tool built on it. Answers are
+decoded to plain dicts (the same camelCase JSON kubectl shows); the client's
+generated models are not used, so custom resources and built-in kinds are
+handled alike.
+
+Only GET is ever sent. Every failure becomes a :class:`ReadFailed` with one of
+the statuses the evidence pass records (``forbidden``, ``missing``, ``error``,
+``timeout``, ``unreachable``); configuration problems that stop the run become
+a :class:`RunbookError` with one line saying what to fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+import yaml
+from kubernetes import config as kube_config
+from kubernetes.client import ApiClient, Configuration
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+from urllib3.util.retry import Retry
+
+from nbhelpers.errors import ReadFailed, RunbookError
+from nbhelpers.sources.base import KubeObject, LogRequest, describe_get, describe_list, describe_logs
+from nbhelpers.sources.kinds import Kind
+
+PAGE_SIZE = 500
+DEFAULT_KUBECONFIG = "~/.kube/config"
+# A refused or reset connection is retried twice; a read that timed out is not,
+# so a slow API server costs one timeout per read, not four.
+_RETRIES = Retry(total=2, connect=2, read=0, status=0, redirect=0, other=0)
+_UNKNOWN_RESOURCE = "the server could not find the requested resource"
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+
+def load_configuration(kubeconfig: str | None, context: str | None) -> Configuration:
+    """A client configuration from ``kubeconfig`` (or KUBECONFIG / ~/.kube/config), else in-cluster."""
+    configuration = Configuration()
+    files = kubeconfig_files(kubeconfig)
+    if not files:
+        if context:
+            raise RunbookError(
+                f"--context {context} needs a kubeconfig, and none was found (KUBECONFIG, ~/.kube/config)"
+            )
+        try:
+            kube_config.load_incluster_config(client_configuration=configuration)
+        except ConfigException as error:
+            raise RunbookError(
+                f"no kubeconfig found (--kubeconfig, KUBECONFIG, ~/.kube/config) and not running in a pod ({error})"
+            ) from None
+        return configuration
+    shown = os.pathsep.join(files)
+    chosen = choose_context(files, context)
+    try:
+        kube_config.load_kube_config(
+            config_file=shown, context=chosen, client_configuration=configuration, persist_config=False
+        )
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
+        raise RunbookError(f"kubeconfig {shown} cannot be used: {_first_line(error)}") from None
+    return configuration
+
+
+def kubeconfig_files(explicit: str | None) -> list[str]:
+    """The kubeconfig files to merge, in kubectl's order of precedence; empty means in-cluster."""
+    if explicit:
+        path = os.path.expanduser(explicit)
+        if not os.path.isfile(path):
+            raise RunbookError(f"kubeconfig {explicit} not found")
+        return [path]
+    from_environment = os.environ.get("KUBECONFIG", "")
+    if from_environment:
+        existing = [
+            os.path.expanduser(part)
+            for part in from_environment.split(os.pathsep)
+            if part and os.path.isfile(os.path.expanduser(part))
+        ]
+        if not existing:
+            raise RunbookError(f"KUBECONFIG={from_environment} names no existing file")
+        return existing
+    default = os.path.expanduser(DEFAULT_KUBECONFIG)
+    return [default] if os.path.isfile(default) else []
+
+
+def choose_context(files: list[str], context: str | None) -> str:
+    """The context to use: ``context``, else the first current-context set (kubectl's rule).
+
+    Fails with one clear line when a kubeconfig is malformed or the context is not defined in it.
+    """
+    names: list[str] = []
+    current = ""
+    for path in files:
+        document = _read_kubeconfig(path)
+        for entry in document.get("contexts") or []:
+            if isinstance(entry, dict) and entry.get("name") and str(entry["name"]) not in names:
+                names.append(str(entry["name"]))
+        current = current or str(document.get("current-context") or "")
+    shown = os.pathsep.join(files)
+    available = ", ".join(names) if names else "none"
+    if context is not None and context not in names:
+        raise RunbookError(f"context {context!r} not in kubeconfig {shown} (contexts: {available})")
+    if context is None and current not in names:
+        problem = f"current-context {current!r} is not defined" if current else "no current-context"
+        raise RunbookError(f"kubeconfig {shown} has {problem}: pass --context (contexts: {available})")
+    return context if context is not None else current
+
+
+def _read_kubeconfig(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = yaml.safe_load(handle)
+    except yaml.YAMLError as error:
+        raise RunbookError(f"kubeconfig {path} is not valid YAML ({_first_line(error)})") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise RunbookError(f"kubeconfig {path} cannot be read ({error})") from None
+    if not isinstance(document, dict) or not isinstance(document.get("contexts") or [], list):
+        raise RunbookError(f"kubeconfig {path} is not a kubeconfig (expected clusters, contexts and users)")
+    return document
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+# --- transport -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Answer:
+    status: int
+    body: bytes
+
+    def message(self) -> str:
+        """The API server's own message from a ``Status`` body, else the start of the body."""
+        try:
+            document = json.loads(self.body)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            document = None
+        if isinstance(document, dict) and document.get("message"):
+            return str(document["message"])
+        return self.body.decode("utf-8", errors="replace").strip()[:200]
+
+
+class _Transport:
+    """GET requests through the kubernetes client's REST client, authenticated as the client would."""
+
+    def __init__(self, configuration: Configuration, timeout_seconds: float) -> None:
+        settings: Any = configuration  # the stubs do not declare retries as a Retry, nor auth_settings()
+        settings.retries = _RETRIES
+        self.settings = settings
+        self.server = str(settings.host)
+        self.timeout_seconds = timeout_seconds
+        self.client: Any = ApiClient(configuration)
+
+    def get(self, what: str, path: str, query: dict[str, str] | None = None) -> _Answer:
+        url = self.server.rstrip("/") + path + (f"?{urlencode(query)}" if query else "")
+        try:
+            response = self.client.rest_client.request(
+                "GET", url, headers=self._headers(), _request_timeout=self.timeout_seconds
+            )
+            return _Answer(int(response.status), _body_of(response))
+        except ApiException as error:
+            if not error.status:  # TLS failures arrive as status 0
+                reason = f"cannot talk to the API server {self.server}: {error.reason}"
+                raise ReadFailed(what, "unreachable", reason) from None
+            # Older clients raise for non-2xx answers instead of returning them.
+            return _Answer(int(error.status), str(error.body or "").encode())
+        except urllib3.exceptions.HTTPError as error:
+            raise self._transport_failure(what, error) from None
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json, */*", "User-Agent": "kserve-vllm-runbooks"}
+        for setting in self.settings.auth_settings().values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[str(setting["key"])] = str(setting["value"])
+        return headers
+
+    def _transport_failure(self, what: str, error: urllib3.exceptions.HTTPError) -> ReadFailed:
+        cause: BaseException = error
+        if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason is not None:
+            cause = error.reason
+        # NewConnectionError subclasses ConnectTimeoutError: test the narrower class first.
+        if isinstance(cause, urllib3.exceptions.NewConnectionError):
+            detail = _first_line(cause.__cause__ or cause)
+            return ReadFailed(what, "unreachable", f"cannot connect to the API server {self.server}: {detail}")
+        if isinstance(cause, urllib3.exceptions.ConnectTimeoutError):
+            return ReadFailed(
+                what, "unreachable", f"no answer from the API server {self.server} within {self.timeout_seconds:g}s"
+            )
+        if isinstance(cause, (urllib3.exceptions.TimeoutError, TimeoutError)):
+            return ReadFailed(
+                what, "timeout", f"the API server {self.server} did not answer within {self.timeout_seconds:g}s"
+            )
+        if isinstance(cause, (urllib3.exceptions.ProtocolError, ConnectionError)):
+            return ReadFailed(what, "unreachable", f"connection to the API server {self.server} failed: {cause}")
+        return ReadFailed(what, "error", f"request to the API server {self.server} failed: {_first_line(cause)}")
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _body_of(response: Any) -> bytes:
+    data = response.data
+    if data is None:  # newer clients read the body lazily
+        data = response.read()
+    return data if isinstance(data, bytes) else str(data).encode()
+
+
+def _http_failure(what: str, answer: _Answer) -> ReadFailed:
+    message = answer.message()
+    if answer.status == 401:
+        return ReadFailed(what, "forbidden", f"unauthorized (401): the API server rejected the credentials: {message}")
+    if answer.status == 403:
+        return ReadFailed(what, "forbidden", message or "forbidden (403)")
+    if answer.status == 404:
+        return ReadFailed(what, "missing", message or "not found (404)")
+    return ReadFailed(what, "error", f"HTTP {answer.status} from the API server: {message}")
+
+
+def _decode_json(what: str, answer: _Answer) -> dict[str, Any]:
+    try:
+        document = json.loads(answer.body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ReadFailed(what, "error", f"malformed answer from the API server (not JSON: {error})") from None
+    if not isinstance(document, dict):
+        raise ReadFailed(what, "error", "malformed answer from the API server (not a JSON object)")
+    return document
+
+
+# --- the source ------------------------------------------------------------------------------
+
+
+class LiveCluster:
+    """A :class:`~nbhelpers.sources.base.ClusterSource` over a live API server (read-only)."""
+
+    mode = "live"
+
+    def __init__(self, kubeconfig: str | None, context: str | None, timeout_seconds: float) -> None:
+        self._transport = _Transport(load_configuration(kubeconfig, context), timeout_seconds)
+        self._group_versions: dict[str, tuple[str, ...]] | None = None
+
+    @property
+    def server(self) -> str:
+        return self._transport.server
+
+    def close(self) -> None:
+        """Close pooled connections (a run holds one LiveCluster for its whole life)."""
+        self._transport.close()
+
+    def __enter__(self) -> LiveCluster:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def server_version(self) -> str | None:
+        document = self._get_json("version", "/version")
+        major = re.sub(r"\D", "", str(document.get("major") or ""))
+        minor = re.sub(r"\D", "", str(document.get("minor") or ""))  # "31+" on some distributions
+        return f"{major}.{minor}" if major and minor else None
+
+    def list(self, kind: Kind, namespace: str | None, label_selector: str | None = None) -> list[KubeObject]:
+        what = describe_list(kind, namespace, label_selector)
+        version = self._served_version(kind, what)
+        path = _collection_path(kind, version, namespace)
+        api_version = f"{kind.group}/{version}" if kind.group else version
+        items: list[KubeObject] = []
+        seen_tokens: set[str] = set()
+        token = ""
+        while True:
+            query = {"limit": str(PAGE_SIZE)}
+            if label_selector:
+                query["labelSelector"] = label_selector
+            if token:
+                query["continue"] = token
+            page = self._get_json(what, path, query)
+            for item in page.get("items") or []:
+                if not isinstance(item, dict):
+                    raise ReadFailed(
+                        what, "error", "malformed answer from the API server (a list item is not an object)"
+                    )
+                # Items of a list answer carry no apiVersion/kind; the checks need both.
+                item["apiVersion"], item["kind"] = api_version, kind.kind
+                items.append(item)
+            token = str((page.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return items
+            if token in seen_tokens:
+                raise ReadFailed(what, "error", "the API server repeated a continue token while paging")
+            seen_tokens.add(token)
+
+    def get(self, kind: Kind, namespace: str | None, name: str) -> KubeObject | None:
+        what = describe_get(kind, namespace, name)
+        version = self._served_version(kind, what)
+        path = f"{_collection_path(kind, version, namespace)}/{quote(name, safe='')}"
+        answer = self._transport.get(what, path)
+        if answer.status == 404 and answer.message() != _UNKNOWN_RESOURCE:
+            return None
+        return self._expect_json(what, answer)
+
+    def logs(self, request: LogRequest) -> str:
+        what = describe_logs(request)
+        path = f"/api/v1/namespaces/{quote(request.namespace, safe='')}/pods/{quote(request.pod, safe='')}/log"
+        query = {
+            "container": request.container,
+            "previous": "true" if request.previous else "false",
+            "tailLines": str(request.tail_lines),
+            "limitBytes": str(request.limit_bytes),
+            # The kubelet's RFC 3339 prefix lets gather() keep only the lines inside the window.
+            "timestamps": "true",
+        }
+        answer = self._transport.get(what, path, query)
+        if answer.status in (400, 404):
+            # 400 is how the API server says "no previous container" or "container not started yet".
+            raise ReadFailed(what, "missing", answer.message() or f"no log ({answer.status})")
+        if answer.status != 200:
+            raise _http_failure(what, answer)
+        return answer.body.decode("utf-8", errors="replace")
+
+    def _get_json(self, what: str, path: str, query: dict[str, str] | None = None) -> dict[str, Any]:
+        return self._expect_json(what, self._transport.get(what, path, query))
+
+    @staticmethod
+    def _expect_json(what: str, answer: _Answer) -> dict[str, Any]:
+        if answer.status != 200:
+            raise _http_failure(what, answer)
+        return _decode_json(what, answer)
+
+    def _served_version(self, kind: Kind, what: str) -> str:
+        """The first of ``kind.versions`` the server serves; ``missing`` without a request when none is."""
+        if not kind.group:
+            return kind.versions[0]  # the core group always serves v1
+        served = self._discover(what).get(kind.group)
+        if served is None:
+            raise ReadFailed(what, "missing", f"API group {kind.group} is not installed (no CRD)")
+        for version in kind.versions:
+            if version in served:
+                return version
+        raise ReadFailed(
+            what,
+            "missing",
+            f"API group {kind.group} serves {', '.join(served)}, none of {', '.join(kind.versions)}",
+        )
+
+    def _discover(self, what: str) -> dict[str, tuple[str, ...]]:
+        """Served versions by API group, from one ``/apis`` request (repeated only after a failure)."""
+        if self._group_versions is None:
+            try:
+                document = self._get_json("discovery", "/apis")
+            except ReadFailed as failure:
+                raise ReadFailed(what, failure.status, f"API discovery (/apis) failed: {failure.reason}") from None
+            self._group_versions = {
+                str(group.get("name")): tuple(
+                    str(entry.get("version")) for entry in group.get("versions") or [] if isinstance(entry, dict)
+                )
+                for group in document.get("groups") or []
+                if isinstance(group, dict)
+            }
+        return self._group_versions
+
+
+def _collection_path(kind: Kind, version: str, namespace: str | None) -> str:
+    base = f"/apis/{kind.group}/{version}" if kind.group else f"/api/{version}"
+    if kind.namespaced and namespace:
+        return f"{base}/namespaces/{quote(namespace, safe='')}/{kind.plural}"
+    return f"{base}/{kind.plural}"

@@ -1,0 +1,122 @@
+"""Fixture cases for the check tests: a healthy base plus a file of changed objects, merge patches,
+and the part of KServe's reconcile that carries an InferenceService change into its pods.
+
+A failing case is ``healthy/<base>.yaml`` followed by ``<CODE>/<case>.yaml``: an object of the second
+file replaces the object with the same reference in the first, and ``drop`` removes objects.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import yaml
+from builders import evidence_from_objects, load_yaml
+
+from nbhelpers import kube
+from nbhelpers.evidence import Evidence
+from nbhelpers.findings import Finding, Severity
+
+KubeObject = dict[str, Any]
+NAMESPACE = "llm"
+ISVC = "vllm-llm"
+
+
+def load_case(*names: str, drop: Iterable[str] = ()) -> list[KubeObject]:
+    """Objects of the fixture files; later files replace objects with the same reference."""
+    dropped = set(drop)
+    merged: dict[str, KubeObject] = {}
+    for obj in load_yaml(*names):
+        merged[kube.ref(obj)] = obj
+    return [obj for ref, obj in merged.items() if ref not in dropped]
+
+
+def evidence_of(objects: list[KubeObject], **options: Any) -> Evidence:
+    return evidence_from_objects(copy.deepcopy(objects), NAMESPACE, ISVC, **options)
+
+
+def serious(findings: Iterable[Finding]) -> list[Finding]:
+    return [finding for finding in findings if finding.level is not Severity.INFO]
+
+
+def codes(findings: Iterable[Finding]) -> set[str]:
+    return {finding.code for finding in findings}
+
+
+def only(findings: Iterable[Finding], code: str) -> Finding:
+    matching = [finding for finding in findings if finding.code == code]
+    assert len(matching) == 1, f"expected one {code}, got {[f.code for f in findings]}"
+    return matching[0]
+
+
+def json_merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386, written out independently of the code under test."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = json_merge_patch(result.get(key), value)
+    return result
+
+
+def apply_patch(objects: list[KubeObject], finding: Finding) -> list[KubeObject]:
+    """The objects with the finding's patch merged into its target (which must be among them)."""
+    assert finding.patch is not None and finding.patch.type == "merge"
+    body = yaml.safe_load(finding.patch.body)
+    assert isinstance(body, dict) and body
+    patched, hit = [], False
+    for obj in objects:
+        if kube.ref(obj) == finding.patch.target:
+            obj, hit = json_merge_patch(obj, body), True
+        patched.append(obj)
+    assert hit, f"patch target {finding.patch.target} is not in the fixture"
+    return patched
+
+
+def _merge_container(base: Mapping[str, Any], override: Mapping[str, Any]) -> KubeObject:
+    """KServe's merge of a ServingRuntime container with the predictor's fields: maps merged field by
+    field (strategic merge), lists replaced, and args concatenated (runtime's first)."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if key == "args":
+            merged["args"] = [*base.get("args", []), *value]
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge_container(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def rollout(objects: list[KubeObject]) -> list[KubeObject]:
+    """Rebuild the predictor pods' serving container from the InferenceService, as a new rollout would."""
+    isvc = next(obj for obj in objects if obj.get("kind") == "InferenceService")
+    predictor = isvc["spec"]["predictor"]
+    if predictor.get("containers"):
+        wanted = copy.deepcopy(predictor["containers"][0])
+    else:
+        runtime = next(
+            obj
+            for obj in objects
+            if obj.get("kind") == "ServingRuntime" and kube.name(obj) == predictor["model"]["runtime"]
+        )
+        model = {k: v for k, v in predictor["model"].items() if k not in ("modelFormat", "runtime", "storageUri")}
+        wanted = _merge_container(runtime["spec"]["containers"][0], model)
+    result = []
+    for obj in objects:
+        if obj.get("kind") == "Pod" and kube.is_predictor(obj):
+            obj = copy.deepcopy(obj)
+            containers = obj["spec"]["containers"]
+            index = next(i for i, c in enumerate(containers) if c["name"] == "kserve-container")
+            live = containers[index]
+            rebuilt = {**wanted, "name": "kserve-container"}
+            # The pod keeps what Knative adds to the container (the PORT variable, its port name).
+            for key in ("env", "ports"):
+                if key in live and key not in wanted:
+                    rebuilt[key] = live[key]
+            containers[index] = rebuilt
+        result.append(obj)
+    return result

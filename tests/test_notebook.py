@@ -1,0 +1,179 @@
+"""runbooks/triage.ipynb: documented parameters, no logic, no outputs committed, headless runs (DESIGN §3.1)."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import papermill
+import pytest
+from builders import bundle_files
+
+from nbhelpers import display
+from nbhelpers.checks import STEPS
+from nbhelpers.errors import RunbookError
+from nbhelpers.notebook import ERROR_FILE_ENV, PROGRESS_FILE_ENV, headers_from_env, split_codes, triage_from_parameters
+from nbhelpers.sources.bundle import write_bundle_files
+from nbhelpers.triage import TriageParams, run
+
+RUNBOOK = Path(__file__).parents[1] / "runbooks" / "triage.ipynb"
+PARAMETERS = {
+    "namespace": "str",
+    "isvc": "str",
+    "bundle": "str",
+    "kubeconfig": "str",
+    "context": "str",
+    "prometheus": "str",
+    "prometheus_token_env": "str",
+    "prometheus_ca_file": "str",
+    "prometheus_headers_env": "str",
+    "prometheus_insecure": "bool",
+    "since": "str",
+    "start": "str",
+    "end": "str",
+    "incident_start": "str",
+    "incident_end": "str",
+    "ignore": "str",
+    "deadline": "str",
+    "request_timeout": "str",
+    "kserve_namespace": "str",
+    "knative_namespace": "str",
+    "out_dir": "str",
+    "interactive": "bool",
+}
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+ISVC = {
+    "apiVersion": "serving.kserve.io/v1beta1",
+    "kind": "InferenceService",
+    "metadata": {"name": "vllm-llm", "namespace": "llm"},
+    "spec": {"predictor": {"model": {"modelFormat": {"name": "huggingface"}}}},
+}
+
+
+@pytest.fixture(scope="module")
+def committed() -> Any:
+    return nbformat.read(RUNBOOK, as_version=4)
+
+
+def _code_cells(notebook: Any) -> list[Any]:
+    return [cell for cell in notebook.cells if cell.cell_type == "code"]
+
+
+def test_parameters_are_documented_for_papermill() -> None:
+    inspected = papermill.inspect_notebook(str(RUNBOOK))
+    assert {name: entry["inferred_type_name"] for name, entry in inspected.items()} == PARAMETERS
+    for name, entry in inspected.items():
+        assert len(entry["help"]) > 15, name
+    assert inspected["interactive"]["default"] == "False"
+    assert inspected["request_timeout"]["default"] == '"30s"'
+
+
+def test_committed_without_outputs_on_python3(committed: Any) -> None:
+    nbformat.validate(committed)
+    assert committed.nbformat == 4
+    assert committed.metadata.kernelspec.name == "python3"
+    for cell in _code_cells(committed):
+        assert cell.outputs == [] and cell.execution_count is None
+    assert "widgets" not in committed.metadata
+
+
+def test_cells_hold_no_logic(committed: Any) -> None:
+    code = _code_cells(committed)
+    assert code[0].metadata.get("tags") == ["parameters"]
+    run_cell = ast.parse(code[1].source)
+    calls = [node for node in ast.walk(run_cell) if isinstance(node, ast.Call)]
+    assert [ast.unparse(call.func) for call in calls] == ["triage_from_parameters"]
+    assert {keyword.arg: ast.unparse(keyword.value) for keyword in calls[0].keywords} == {
+        name: name for name in PARAMETERS
+    }
+    assert code[2].source == "show_coverage(result)"
+    assert [cell.source for cell in code[3:-1]] == [f'show_step(result, "{step.id}")' for step in STEPS]
+    assert code[-1].source == "show_root_causes(result)"
+    assert sum("triage_from_parameters(" in cell.source for cell in code) == 1
+
+
+def test_every_step_has_its_guidance(committed: Any) -> None:
+    cells = committed.cells
+    for number, step in enumerate(STEPS, 1):
+        index = next(i for i, cell in enumerate(cells) if cell.source == f'show_step(result, "{step.id}")')
+        guidance = cells[index - 1]
+        assert guidance.cell_type == "markdown"
+        assert guidance.source.startswith(f"## Step {number}: {step.title}\n\n")
+        assert len(guidance.source) > 150
+
+
+@pytest.mark.notebook
+def test_headless_run_writes_outputs_reports_progress_and_creates_no_widgets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundle = write_bundle_files(bundle_files([ISVC], "llm", "vllm-llm"), tmp_path / "bundle")
+    progress = tmp_path / "progress.tsv"
+    monkeypatch.setenv(PROGRESS_FILE_ENV, str(progress))
+    out = tmp_path / "out"
+    executed = tmp_path / "executed.ipynb"
+    papermill.execute_notebook(
+        str(RUNBOOK),
+        str(executed),
+        parameters={"bundle": str(bundle), "out_dir": str(out), "ignore": "PORT_MISMATCH", "interactive": False},
+        kernel_name="python3",
+        progress_bar=False,
+    )
+    notebook = nbformat.read(executed, as_version=4)
+    outputs = [output for cell in _code_cells(notebook) for output in cell.outputs]
+    assert not any(WIDGET_MIME in output.get("data", {}) for output in outputs)
+    assert "widgets" not in notebook.metadata
+    assert not any(output.output_type == "error" for output in outputs)
+
+    written = json.loads((out / "findings.json").read_text())
+    expected = run(TriageParams(bundle=str(bundle), ignore=("PORT_MISMATCH",))).to_json()
+    written.pop("generated_at"), expected.pop("generated_at")
+    assert written == expected
+    assert (out / "summary.md").read_text().startswith("# Incident draft: llm/vllm-llm\n")
+
+    lines = [line.split("\t") for line in progress.read_text().splitlines()]
+    assert all(len(line) == 2 for line in lines)
+    assert [message for event, message in lines if event == "step-start"] == [step.id for step in STEPS]
+    assert sum(1 for event, _ in lines if event == "step-end") == len(STEPS)
+    assert ["gather", "reading the InferenceService"] in lines
+
+
+def test_runbook_error_reaches_the_error_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    error_file = tmp_path / "error.txt"
+    monkeypatch.setenv(ERROR_FILE_ENV, str(error_file))
+    monkeypatch.delenv(PROGRESS_FILE_ENV, raising=False)
+    bundle = write_bundle_files(bundle_files([ISVC], "llm", "vllm-llm"), tmp_path / "bundle")
+    with pytest.raises(RunbookError) as raised:
+        triage_from_parameters(bundle=str(bundle), isvc="missing-model")
+    message = error_file.read_text()
+    assert message == str(raised.value) + "\n"
+    assert message.count("\n") == 1 and "'missing-model' not found" in message and "vllm-llm" in message
+
+
+def test_interactive_parameter_switches_static_charts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PROGRESS_FILE_ENV, raising=False)
+    monkeypatch.setattr(display, "STATIC", True)
+    bundle = write_bundle_files(bundle_files([ISVC], "llm", "vllm-llm"), tmp_path / "bundle")
+    triage_from_parameters(bundle=str(bundle), interactive=True)
+    assert display.STATIC is False
+    triage_from_parameters(bundle=str(bundle))
+    assert display.STATIC is True
+
+
+def test_secrets_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROM_HEADERS", json.dumps({"X-Scope-OrgID": "tenant-a", "Authorization": "Basic abc"}))
+    assert headers_from_env("PROM_HEADERS") == ("X-Scope-OrgID: tenant-a", "Authorization: Basic abc")
+    assert headers_from_env("") == ()
+    monkeypatch.setenv("PROM_HEADERS", '["not", "an", "object"]')
+    with pytest.raises(RunbookError, match="JSON object"):
+        headers_from_env("PROM_HEADERS")
+    monkeypatch.delenv("PROM_HEADERS")
+    with pytest.raises(RunbookError, match="PROM_HEADERS: that variable is not set"):
+        headers_from_env("PROM_HEADERS")
+
+
+def test_ignore_codes_split() -> None:
+    assert split_codes(" PORT_MISMATCH, GPU_OOM ,,HPA_MISSING ") == ("PORT_MISMATCH", "GPU_OOM", "HPA_MISSING")
+    assert split_codes("") == ()

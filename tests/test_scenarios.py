@@ -1,0 +1,400 @@
+"""Scenario specs, the bundle generator and the realism validator (DESIGN §7)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+import yaml
+from promharness import free_port, require_prometheus_binaries
+
+from nbhelpers import kube
+from nbhelpers.evidence import Evidence, Target, gather
+from nbhelpers.findings import Finding, rank_root_causes
+from nbhelpers.metrics import catalog
+from nbhelpers.scenarios import (
+    DEFAULT_SCENARIO,
+    ScenarioError,
+    generate,
+    list_scenarios,
+    load_spec,
+    scenario_bundle,
+)
+from nbhelpers.scenarios.answers import EVALUATORS, extrapolated_rate, histogram_quantile
+from nbhelpers.scenarios.generator import RAW_METRICS_FILE, SPEC_FILE
+from nbhelpers.scenarios.spec import ScenarioSpec, parse_spec
+from nbhelpers.scenarios.validator import validate_bundle
+from nbhelpers.sources import kinds
+from nbhelpers.sources.bundle import open_bundle
+
+SHIPPED = ("port-mismatch", "healthy-serverless")
+# The scenarios' clusters have neither KEDA nor the Gateway API: listing those kinds answers 404.
+EXPECTED_FAILED_READS = {"ScaledObject.keda.sh in llm", "HTTPRoute.gateway.networking.k8s.io in llm"}
+
+
+@pytest.fixture(scope="module")
+def bundles() -> dict[str, dict[str, bytes]]:
+    return {name: generate(load_spec(name)) for name in SHIPPED}
+
+
+def evidence_of(files: dict[str, bytes]) -> Evidence:
+    cluster, metrics, manifest = open_bundle(Path("<scenario>"), files)
+    return gather(cluster, metrics, Target(manifest.namespace, manifest.isvc), manifest.window, manifest.captured_at)
+
+
+def variant(name: str, *replacements: tuple[str, str]) -> ScenarioSpec:
+    """A shipped spec with some of its text replaced (each replacement must apply)."""
+    text = (Path(__file__).parents[1] / "scenarios" / f"{name}.yaml").read_text()
+    for old, new in replacements:
+        assert old in text, old
+        text = text.replace(old, new)
+    return parse_spec(text, f"{name} (variant)")
+
+
+def matrix(files: dict[str, bytes], query_id: str) -> list[dict[str, object]]:
+    result: list[dict[str, object]] = json.loads(files[f"metrics/{query_id}.json"])["data"]["result"]
+    return result
+
+
+# ---- specs -------------------------------------------------------------------------------------
+
+
+def test_shipped_scenarios_are_listed_with_the_default_first_class() -> None:
+    specs = {spec.name: spec for spec in list_scenarios()}
+    assert set(SHIPPED) <= set(specs)
+    assert DEFAULT_SCENARIO == "port-mismatch"
+    assert specs["port-mismatch"].symptom == "503"
+    assert specs["port-mismatch"].expected_root_causes == ("PORT_MISMATCH", "ENDPOINTS_NONE_READY", "ISVC_NOT_READY")
+    assert specs["healthy-serverless"].faults == ()
+
+
+def test_expected_root_causes_follow_the_ranking_rules() -> None:
+    for spec in list_scenarios():
+        shuffled = sorted(spec.expected_root_causes, reverse=True)
+        ranked = rank_root_causes(Finding(code, "t", "s") for code in shuffled)
+        assert tuple(ranked) == spec.expected_root_causes, spec.name
+
+
+def test_unknown_scenario_names_the_known_ones() -> None:
+    with pytest.raises(ScenarioError, match=r"unknown scenario 'nope'.*port-mismatch"):
+        load_spec("nope")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("listen_port: 8000", "listen_port: 8080", "listen_port equals container_port"),
+        ("autoscaler_class: none", "autoscaler_class: kpa", "kpa needs the Serverless deployment mode"),
+        ('symptom: "503"', "symptom: slow", "symptom is 'slow'"),
+        ("[PORT_MISMATCH,", "[PORT_MISMTACH,", "unknown codes: PORT_MISMTACH"),
+        ("deployed_at: 2026-01-15T11:12:00Z", "deployed_at: 2026-01-15T10:12:00Z", "deployed_at must lie inside"),
+        ("type: port_mismatch", "type: typo", "faults\\[0\\].type is 'typo'"),
+    ],
+)
+def test_spec_errors_name_the_field(old: str, new: str, message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        variant("port-mismatch", (old, new))
+
+
+# ---- generation ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_generation_is_reproducible_byte_for_byte(name: str, bundles: dict[str, dict[str, bytes]]) -> None:
+    assert generate(load_spec(name)) == bundles[name]
+
+
+def test_the_seed_drives_the_noise(bundles: dict[str, dict[str, bytes]]) -> None:
+    reseeded = generate(variant("healthy-serverless", ("seed: 7", "seed: 8")))
+    assert reseeded["metrics/vllm_running.json"] != bundles["healthy-serverless"]["metrics/vllm_running.json"]
+    assert reseeded["scenario/spec.yaml"] != bundles["healthy-serverless"]["scenario/spec.yaml"]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_bundle_is_the_capture_layout_and_reads_back(name: str, bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles[name]
+    manifest = json.loads(files["manifest.json"])
+    spec = load_spec(name)
+    assert manifest["bundle_version"] == 1
+    assert manifest["tool_version"] == "scenario"
+    assert manifest["captured_at"] == spec.timeline.captured_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert yaml.safe_load(files[SPEC_FILE])["name"] == name
+    assert set(json.loads(files["metrics/index.json"])) == {query.id for query in catalog.CATALOG}
+    evidence = evidence_of(files)
+    assert {record.what for record in evidence.failures()} == EXPECTED_FAILED_READS
+    assert evidence.versions == {"kubernetes": "1.31", "vllm": "0.10.1"}
+    assert evidence.deployment_mode == spec.isvc.deployment_mode
+    assert len(evidence.of(kinds.POD)) == spec.isvc.min_replicas
+    assert evidence.logs, "the capture read the predictor's logs"
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_generated_bundles_pass_the_validator(name: str, bundles: dict[str, dict[str, bytes]]) -> None:
+    assert validate_bundle(bundles[name]) == []
+
+
+def test_every_catalog_id_has_an_evaluator() -> None:
+    assert set(EVALUATORS) == {query.id for query in catalog.CATALOG}
+
+
+def test_port_mismatch_evidence_tells_one_story(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["port-mismatch"]
+    evidence = evidence_of(files)
+    (pod,) = evidence.of(kinds.POD)
+    container = pod["spec"]["containers"][0]
+    assert "--port" not in container["args"]
+    assert container["ports"][0]["containerPort"] == 8080
+    assert container["readinessProbe"]["httpGet"]["port"] == 8080
+    assert not kube.pod_ready(pod) and kube.restart_count(pod) == 0
+    (log,) = evidence.logs
+    assert "Starting vLLM API server 0 on http://0.0.0.0:8000" in log.text
+    assert "GPU KV cache size: 1,016,944 tokens" in log.text
+    assert re.search(r"Maximum concurrency for 8,192 tokens per request: 124\.14x", log.text)
+    unhealthy = [event for event in evidence.events if event["reason"] == "Unhealthy"]
+    assert len(unhealthy) == 1 and unhealthy[0]["count"] > 250
+    assert unhealthy[0]["message"].endswith(":8080: connect: connection refused")
+    (endpoints,) = evidence.of(kinds.ENDPOINTS)
+    assert [len(subset.get("addresses", [])) for subset in endpoints["subsets"]] == [0]
+    assert kube.condition(evidence.isvc, "Ready")["reason"] == "MinimumReplicasUnavailable"  # type: ignore[index]
+    # Prometheus scrapes 8080 as well: no vLLM series at all, only 503s at the gateway once clients call.
+    assert evidence.metrics["vllm_running"].status == "empty"
+    assert [series["metric"] for series in matrix(files, "istio_requests_by_code")] == [
+        {"response_code": "503", "response_flags": "UH"}
+    ]
+    assert {value for _, value in matrix(files, "pod_ready")[0]["values"]} == {"0.0"}  # type: ignore[index]
+
+
+def test_healthy_serverless_runs_below_its_ceiling(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["healthy-serverless"]
+    evidence = evidence_of(files)
+    names = {kube.name(obj) for obj in evidence.of(kinds.SERVICE)}
+    assert {"chat-assist-predictor", "chat-assist-predictor-00001", "chat-assist-predictor-00001-private"} <= names
+    assert all(kube.pod_ready(pod) for pod in evidence.of(kinds.POD))
+    running = [float(v) for series in matrix(files, "vllm_running") for _, v in series["values"]]  # type: ignore[union-attr]
+    waiting = [float(v) for series in matrix(files, "vllm_waiting") for _, v in series["values"]]  # type: ignore[union-attr]
+    assert 5 < max(running) < 64 and max(waiting) == 0
+    codes = {series["metric"]["response_code"] for series in matrix(files, "istio_requests_by_code")}  # type: ignore[index]
+    assert codes == {"200"}
+
+
+def test_saturation_makes_requests_wait_at_the_ceiling() -> None:
+    spec = variant("healthy-serverless", ("[2026-01-15T09:40:00Z, 8.0]", "[2026-01-15T09:40:00Z, 60.0]"))
+    files = generate(spec)
+    assert validate_bundle(files) == []
+    running = [float(v) for series in matrix(files, "vllm_running") for _, v in series["values"]]  # type: ignore[union-attr]
+    waiting = [float(v) for series in matrix(files, "vllm_waiting") for _, v in series["values"]]  # type: ignore[union-attr]
+    assert max(running) == 64 and max(waiting) > 50
+
+
+def test_raw_deployment_with_an_hpa_is_consistent() -> None:
+    spec = variant(
+        "port-mismatch", ("autoscaler_class: none", "autoscaler_class: hpa"), ("max_replicas: 1", "max_replicas: 3")
+    )
+    files = generate(spec)
+    assert validate_bundle(files) == []
+    evidence = evidence_of(files)
+    (hpa,) = evidence.of(kinds.HPA)
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "qwen-chat-predictor"
+    assert any(event["reason"] == "FailedGetResourceMetric" for event in evidence.events)
+    assert evidence.metrics["hpa_current_replicas"].status == "ok"
+
+
+def test_scenario_bundle_is_written_once_and_reused(tmp_path: Path) -> None:
+    first = scenario_bundle("port-mismatch", tmp_path)
+    stamp = (first / "manifest.json").stat().st_mtime_ns
+    assert scenario_bundle("port-mismatch", tmp_path) == first
+    assert (first / "manifest.json").stat().st_mtime_ns == stamp
+    assert validate_bundle(first) == []
+    assert (first / RAW_METRICS_FILE).read_text().endswith("# EOF\n")
+
+
+# ---- PromQL semantics the answers rest on ---------------------------------------------------------
+
+
+def test_rate_extrapolates_like_prometheus() -> None:
+    # Scrapes every 15 s, 10 per scrape, inside a 60 s range: extrapolated to the whole range, 10/15 per second.
+    assert extrapolated_rate([(4, 100), (19, 110), (34, 120), (49, 130)], -6, 54) == pytest.approx(10 / 15)
+    # A counter that starts at 0 is not extrapolated to before its start.
+    assert extrapolated_rate([(4, 0), (19, 10), (34, 20), (49, 30)], -6, 54) == pytest.approx(30 * 50 / 45 / 60)
+    # A counter reset adds the value before the reset: an increase of 25 over 45 s, stretched to 60 s.
+    assert extrapolated_rate([(4, 10), (19, 20), (34, 5), (49, 15)], -6, 54) == pytest.approx(25 / 45)
+    assert extrapolated_rate([(4, 10)], -6, 54) is None
+
+
+def test_histogram_quantile_interpolates_inside_the_bucket() -> None:
+    buckets = [({"le": "1"}, 50.0), ({"le": "2"}, 100.0), ({"le": "+Inf"}, 100.0)]
+    assert histogram_quantile(0.75, buckets) == pytest.approx(1.5)
+    assert histogram_quantile(0.99, [({"le": "1"}, 0.0), ({"le": "+Inf"}, 10.0)]) == 1.0
+
+
+# ---- the validator catches planted defects ----------------------------------------------------------
+
+
+def planted(files: dict[str, bytes], name: str, old: str, new: str, count: int = 1) -> dict[str, bytes]:
+    text = files[name].decode()
+    assert old in text, old
+    return {**files, name: text.replace(old, new, count).encode()}
+
+
+def raw_sample(files: dict[str, bytes], prefix: str, contains: str = "") -> tuple[str, str, float, str]:
+    """The first raw sample line with a positive value: (line, name and labels, value, timestamp)."""
+    for line in files[RAW_METRICS_FILE].decode().splitlines():
+        if line.startswith(prefix) and contains in line:
+            name_labels, value, stamp = line.rsplit(" ", 2)
+            if float(value) > 0:
+                return line, name_labels, float(value), stamp
+    raise AssertionError(f"no positive sample of {prefix}")
+
+
+def test_validator_catches_a_decreasing_raw_counter(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["healthy-serverless"]
+    line, name_labels, value, stamp = raw_sample(files, "vllm:request_success_total{")
+    broken = planted(files, RAW_METRICS_FILE, line, f"{name_labels} {value + 1e6:g} {stamp}")  # the next one drops
+    assert any("request_success_total" in p and "counter decreases" in p for p in validate_bundle(broken))
+
+
+def test_validator_catches_a_decreasing_restart_counter(bundles: dict[str, dict[str, bytes]]) -> None:
+    broken = planted(bundles["healthy-serverless"], "metrics/pod_restarts.json", '"0.0"', '"3.0"')
+    problems = validate_bundle(broken)
+    assert any("restart counter decreases" in problem for problem in problems)
+
+
+def test_validator_catches_non_cumulative_buckets(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["healthy-serverless"]
+    line, name_labels, value, stamp = raw_sample(files, "vllm:e2e_request_latency_seconds_bucket{", 'le="5"')
+    broken = planted(files, RAW_METRICS_FILE, line, f"{name_labels} {value + 1e6:g} {stamp}")
+    assert any("not cumulative" in problem for problem in validate_bundle(broken))
+
+
+def test_validator_catches_a_dangling_selector(bundles: dict[str, dict[str, bytes]]) -> None:
+    broken = planted(
+        bundles["port-mismatch"],
+        "objects/Service.yaml",
+        "app: isvc.qwen-chat-predictor\n  sessionAffinity",
+        "app: isvc.qwen-chat\n  sessionAffinity",
+    )
+    problems = validate_bundle(broken)
+    assert any("selector {'app': 'isvc.qwen-chat'} matches no pod" in problem for problem in problems)
+
+
+def test_validator_catches_running_above_the_ceiling(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["healthy-serverless"]
+    answer = json.loads(files["metrics/vllm_running.json"])
+    answer["data"]["result"][0]["values"][-1][1] = "65"
+    problems = validate_bundle({**files, "metrics/vllm_running.json": json.dumps(answer).encode()})
+    assert any("above the ceiling 64" in problem for problem in problems)
+
+
+def test_validator_catches_kv_usage_without_running_requests(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["healthy-serverless"]
+    answer = json.loads(files["metrics/vllm_running.json"])
+    answer["data"]["result"][0]["values"][-1][1] = "0"
+    problems = validate_bundle({**files, "metrics/vllm_running.json": json.dumps(answer).encode()})
+    assert any("used with no running request" in problem for problem in problems)
+
+
+def test_validator_catches_endpoints_naming_a_missing_pod(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["port-mismatch"]
+    pod = json.loads(json.dumps(yaml.safe_load(files["objects/Pod.yaml"])))["metadata"]["name"]
+    broken = planted(files, "objects/Endpoints.yaml", f"name: {pod}", "name: qwen-chat-predictor-gone-x2x2x")
+    problems = validate_bundle(broken)
+    assert any("names pod 'qwen-chat-predictor-gone-x2x2x', which does not exist" in problem for problem in problems)
+    assert any(f"pod {pod} matches the Service selector but has no address" in problem for problem in problems)
+
+
+def test_validator_catches_2xx_while_nothing_is_ready(bundles: dict[str, dict[str, bytes]]) -> None:
+    broken = planted(
+        bundles["port-mismatch"],
+        "metrics/istio_requests_by_code.json",
+        '"response_code": "503"',
+        '"response_code": "200"',
+    )
+    assert "metrics istio_requests_by_code: 2xx responses while no predictor pod is ready" in validate_bundle(broken)
+
+
+# ---- the answers agree with a real Prometheus over the same raw series -------------------------
+
+
+@pytest.fixture
+def prometheus_over(tmp_path: Path) -> Iterator[Callable[[bytes], str]]:
+    """Backfill raw OpenMetrics with promtool and serve them with a real Prometheus on 127.0.0.1."""
+    prometheus, promtool = require_prometheus_binaries()
+    servers: list[subprocess.Popen[bytes]] = []
+    logs: list[IO[bytes]] = []
+
+    def start(raw: bytes) -> str:
+        work = tmp_path / f"prometheus-{len(servers)}"
+        work.mkdir()
+        (work / "raw.om").write_bytes(raw)
+        backfilled = subprocess.run(
+            [promtool, "tsdb", "create-blocks-from", "openmetrics", "raw.om", "data"],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert backfilled.returncode == 0, backfilled.stderr[-2000:]
+        (work / "prometheus.yml").write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
+        port = free_port()
+        log = (work / "prometheus.log").open("wb")
+        logs.append(log)
+        command = [
+            prometheus,
+            "--config.file=prometheus.yml",
+            "--storage.tsdb.path=data",
+            "--storage.tsdb.retention.time=100y",  # the backfilled hour lies in the past: keep it
+            f"--web.listen-address=127.0.0.1:{port}",
+        ]
+        servers.append(subprocess.Popen(command, cwd=work, stdout=log, stderr=subprocess.STDOUT))
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as answer:
+                    if answer.status == 200:
+                        return url
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError(f"Prometheus did not start: {(work / 'prometheus.log').read_text()[-2000:]}")
+
+    yield start
+    for server in servers:
+        server.terminate()
+        server.wait(timeout=10)
+    for log in logs:
+        log.close()
+
+
+def samples_by_labels(result: list[dict[str, Any]]) -> dict[tuple[tuple[tuple[str, str], ...], float], float]:
+    return {
+        (tuple(sorted(series["metric"].items())), float(t)): float(v) for series in result for t, v in series["values"]
+    }
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", SHIPPED)
+def test_answers_match_real_prometheus(
+    name: str, bundles: dict[str, dict[str, bytes]], prometheus_over: Callable[[bytes], str]
+) -> None:
+    files = bundles[name]
+    url = prometheus_over(files[RAW_METRICS_FILE])
+    for query_id, entry in sorted(json.loads(files["metrics/index.json"]).items()):
+        query = urllib.parse.urlencode(
+            {"query": entry["promql"], "start": entry["start"], "end": entry["end"], "step": entry["step"]}
+        )
+        with urllib.request.urlopen(f"{url}/api/v1/query_range?{query}", timeout=30) as answer:
+            real = samples_by_labels(json.load(answer)["data"]["result"])
+        ours = samples_by_labels(matrix(files, query_id)) if f"metrics/{query_id}.json" in files else {}
+        assert ours.keys() == real.keys(), query_id
+        for key, value in real.items():
+            both_nan = math.isnan(value) and math.isnan(ours[key])
+            assert both_nan or ours[key] == pytest.approx(value, rel=1e-9, abs=1e-9), (query_id, key)

@@ -1,0 +1,149 @@
+"""The findings.json schema (DESIGN §4.3) accepts what the contract allows and nothing else."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import CAPTURED_AT, bundle_files
+
+from nbhelpers.checks import STEPS
+from nbhelpers.report import InvalidFindings, findings_schema, validate_findings
+from nbhelpers.sources.bundle import write_bundle_files
+from nbhelpers.triage import TriageParams, run
+
+MINIMAL: dict[str, Any] = {
+    "schema": "kserve-runbook/findings/v1",
+    "tool_version": "0.1.0",
+    "generated_at": "2026-01-01T00:00:00Z",
+    "target": {"namespace": "llm", "isvc": "vllm-llm", "deployment_mode": "unknown"},
+    "window": {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T01:00:00Z"},
+    "sources": {"cluster": "bundle", "prometheus": "none"},
+    "steps": [],
+    "findings": [],
+    "root_causes": [],
+}
+
+
+def full_document() -> dict[str, Any]:
+    document = copy.deepcopy(MINIMAL)
+    document.update(
+        {
+            "target": {
+                "namespace": "llm",
+                "isvc": "vllm-llm",
+                "deployment_mode": "RawDeployment",
+                "deployment_mode_raw": "Standard",
+            },
+            "incident": {"start": "2026-01-01T00:10:00Z", "end": "2026-01-01T00:40:00+00:00"},
+            "sources": {"cluster": "live", "prometheus": "live"},
+            "versions": {"kubernetes": "1.31", "vllm": "0.10.1"},
+            "partial": True,
+            "steps": [
+                {"id": "probes", "status": "findings", "reason": "partial: forbidden on Event in llm", "seconds": 0.12}
+            ],
+            "findings": [
+                {
+                    "code": "PROBE_LIVENESS_KILLS_DURING_LOAD",
+                    "step": "probes",
+                    "severity": "critical",
+                    "title": "liveness kills the container during the model load",
+                    "summary": "load takes 240 s, liveness allows 90 s",
+                    "objects": ["Pod/llm/vllm-llm-predictor-abc"],
+                    "evidence": ["event: Liveness probe failed x12"],
+                    "remediation": "kubectl patch ... --type merge",
+                    "patch": {
+                        "target": "InferenceService.serving.kserve.io/llm/vllm-llm",
+                        "type": "merge",
+                        "body": "spec: {}\n",
+                    },
+                }
+            ],
+            "root_causes": ["PROBE_LIVENESS_KILLS_DURING_LOAD"],
+            "fleet_run_id": "extra top-level fields are allowed",
+        }
+    )
+    return document
+
+
+def test_schema_is_draft_2020_12() -> None:
+    assert findings_schema()["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+def test_minimal_and_full_documents_validate() -> None:
+    validate_findings(copy.deepcopy(MINIMAL))
+    validate_findings(full_document())
+
+
+def _set(document: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    node = document
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return document
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "where"),
+    [
+        (("steps", 0, "status"), "failed", "steps/0/status"),
+        (("findings", 0, "severity"), "high", "findings/0/severity"),
+        (("target", "deployment_mode"), "Knative", "target/deployment_mode"),
+        (("sources", "prometheus"), "thanos", "sources/prometheus"),
+        (("sources", "cluster"), "none", "sources/cluster"),
+        (("findings", 0, "code"), "probe-liveness", "findings/0/code"),
+        (("root_causes", 0), "lower_case", "root_causes/0"),
+        (("findings", 0, "patch", "type"), "json", "findings/0/patch/type"),
+        (("findings", 0, "step"), "probe", "findings/0/step"),
+        (("schema",), "kserve-runbook/findings/v2", "schema"),
+        (("generated_at",), "2026-01-01 00:00", "generated_at"),
+        (("partial",), "no", "partial"),
+    ],
+)
+def test_wrong_values_fail(path: tuple[Any, ...], value: Any, where: str) -> None:
+    with pytest.raises(InvalidFindings, match=f"at {where}:"):
+        validate_findings(_set(full_document(), path, value))
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ("schema",),
+        ("target",),
+        ("window",),
+        ("steps",),
+        ("root_causes",),
+        ("findings", 0, "evidence"),
+        ("findings", 0, "remediation"),
+        ("findings", 0, "patch", "body"),
+        ("steps", 0, "seconds"),
+        ("target", "isvc"),
+    ],
+)
+def test_missing_fields_fail(path: tuple[Any, ...]) -> None:
+    document = full_document()
+    node = document
+    for key in path[:-1]:
+        node = node[key]
+    del node[path[-1]]
+    with pytest.raises(InvalidFindings, match="is a required property"):
+        validate_findings(document)
+
+
+def test_real_triage_result_validates(tmp_path: Path) -> None:
+    isvc = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "vllm-llm", "namespace": "llm"},
+        "spec": {"predictor": {"model": {"modelFormat": {"name": "huggingface"}}}},
+    }
+    bundle = write_bundle_files(bundle_files([isvc], "llm", "vllm-llm"), tmp_path / "bundle")
+    result = run(
+        TriageParams(bundle=str(bundle), incident_start="2026-01-15T11:10:00Z", incident_end="2026-01-15T11:30:00Z")
+    )
+    document = result.to_json()
+    validate_findings(document)
+    assert document["window"]["end"] == "2026-01-15T12:00:00Z" == CAPTURED_AT.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert [step["id"] for step in document["steps"]] == [step.id for step in STEPS]
