@@ -21,9 +21,10 @@ class BundleError(RunbookError):
 class ReadFailed(Exception):
     """A read from a source failed; the run goes on and records it.
 
-    ``status`` is one of: ``forbidden`` (403), ``missing`` (404: the object or
-    the CRD does not exist), ``error`` (5xx, malformed answer), ``timeout``,
-    ``unreachable``.
+    ``status`` is one of: ``forbidden`` (401/403), ``not_installed`` (the API
+    group is not served: its CRD is not installed), ``missing`` (404: the
+    object, log or recorded answer does not exist), ``error`` (5xx, malformed
+    answer), ``timeout``, ``unreachable``.
     """
 
     def __init__(self, what: str, status: str, reason: str) -> None:

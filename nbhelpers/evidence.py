@@ -66,9 +66,13 @@ class ReadRecord:
     reason: str = ""
 
     @property
-    def ok(self) -> bool:
-        """True when nothing is missing because of this read (``skipped``: the source is not configured)."""
-        return self.status in ("ok", "skipped")
+    def lost(self) -> bool:
+        """True when this read failed, so the run saw less than it should (the result is partial).
+
+        A source that is not configured (``skipped``) or an API group that is
+        not installed (``not_installed``) is a fact about the setup, not a loss.
+        """
+        return self.status not in ("ok", "skipped", "not_installed")
 
 
 @dataclass(frozen=True)
@@ -121,14 +125,15 @@ class Evidence:
         return self.objects.get(kind.key, ())
 
     def failure(self, what: str) -> ReadRecord | None:
-        """The failed read record whose ``what`` starts with ``what``, if any."""
+        """The first read record not ``ok`` whose ``what`` starts with ``what`` (not installed included)."""
         for record in self.reads:
-            if not record.ok and record.what.startswith(what):
+            if record.status != "ok" and record.what.startswith(what):
                 return record
         return None
 
     def failures(self) -> tuple[ReadRecord, ...]:
-        return tuple(record for record in self.reads if not record.ok)
+        """Reads that failed (see :attr:`ReadRecord.lost`)."""
+        return tuple(record for record in self.reads if record.lost)
 
     def not_seen(self) -> tuple[ReadRecord, ...]:
         """Reads that failed or were skipped: the coverage line reports these."""
@@ -297,7 +302,7 @@ def require_isvc(cluster: ClusterSource, target: Target) -> KubeObject:
     try:
         isvc = cluster.get(kind, target.namespace, target.isvc)
     except ReadFailed as failure:
-        if failure.status == "missing":
+        if failure.status in ("not_installed", "missing"):
             raise RunbookError(
                 "the InferenceService CRD (serving.kserve.io) is not installed in this cluster"
             ) from None

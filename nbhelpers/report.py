@@ -275,8 +275,10 @@ def _classify(record: ReadRecord, notes: dict[str, list[str]]) -> None:
         _group(notes, "logs not available (the pod or its previous container is gone)", what.removeprefix("logs "))
     elif status == "forbidden":
         _group(notes, "forbidden (403)", what)
-    elif status == "missing":
+    elif status == "not_installed":
         _group(notes, "not installed (CRD missing)", _kind_of(what))
+    elif status == "missing":
+        _group(notes, "not found (404)", what)
     elif status == "skipped":
         _group(notes, "not read", f"{what} ({record.reason})" if record.reason else what)
     else:

@@ -117,10 +117,10 @@ def test_a_missing_crd_is_answered_without_a_request(
         cluster.get(kinds.ISTIO_GATEWAY, "knative-serving", "knative-ingress-gateway")
 
     assert (listed.value.status, listed.value.reason) == (
-        "missing",
+        "not_installed",
         "API group serving.knative.dev is not installed (no CRD)",
     )
-    assert got.value.status == "missing" and "networking.istio.io" in got.value.reason
+    assert got.value.status == "not_installed" and "networking.istio.io" in got.value.reason
     assert paths(raw_api) == ["/apis"]
     # The fixture server itself answers such paths as a real API server would.
     with pytest.raises(ApiError) as answered:

@@ -30,7 +30,11 @@ SAMPLES = 240  # one hour at 15 s
 INCIDENT = Window(WINDOW.start + timedelta(minutes=15), WINDOW.start + timedelta(minutes=45))
 FAILED_READS = [
     {"what": "Node", "status": "forbidden", "reason": 'nodes is forbidden: User "oncall" cannot list nodes'},
-    {"what": "VirtualService.networking.istio.io in llm", "status": "missing", "reason": "the server has no such kind"},
+    {
+        "what": "VirtualService.networking.istio.io in llm",
+        "status": "not_installed",
+        "reason": "API group is not installed",
+    },
 ]
 
 

@@ -56,7 +56,7 @@ class ScenarioCluster:
 
     def _served(self, kind: kinds.Kind, what: str) -> None:
         if kind.group in self.spec.cluster.missing_crd_groups:
-            raise ReadFailed(what, "missing", "the server could not find the requested resource (CRD not installed)")
+            raise ReadFailed(what, "not_installed", f"API group {kind.group} is not installed (no CRD)")
 
     def list(self, kind: kinds.Kind, namespace: str | None, label_selector: str | None = None) -> list[KubeObject]:
         self._served(kind, describe_list(kind, namespace, label_selector))

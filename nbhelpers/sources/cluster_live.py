@@ -344,13 +344,13 @@ class LiveCluster:
             return kind.versions[0]  # the core group always serves v1
         served = self._discover(what).get(kind.group)
         if served is None:
-            raise ReadFailed(what, "missing", f"API group {kind.group} is not installed (no CRD)")
+            raise ReadFailed(what, "not_installed", f"API group {kind.group} is not installed (no CRD)")
         for version in kind.versions:
             if version in served:
                 return version
         raise ReadFailed(
             what,
-            "missing",
+            "not_installed",
             f"API group {kind.group} serves {', '.join(served)}, none of {', '.join(kind.versions)}",
         )
 

@@ -35,7 +35,7 @@ HEALTHY = {
 
 
 def _missing(what: str) -> list[dict[str, str]]:
-    return [{"what": what, "status": "missing", "reason": "the server could not find the requested resource"}]
+    return [{"what": what, "status": "not_installed", "reason": "API group is not installed (no CRD)"}]
 
 
 def _run(*files: str, drop: tuple[str, ...] = (), reads: list[dict[str, str]] | None = None):
