@@ -186,11 +186,10 @@ def _status_line(step: StepResult) -> str:
 
 
 def step_html(result: TriageResult, step_id: str) -> str:
+    """The step's question, status and findings (the notebook's markdown cell above holds its heading)."""
     info = STEP_BY_ID[step_id]
     step = result.step(step_id)
-    number = list(STEP_BY_ID).index(step_id) + 1
     parts = [
-        f'<h3 style="margin:6px 0 2px 0;">Step {number}: {escape(info.title)}</h3>',
         f'<div style="color:#374151;font-style:italic;">{escape(info.question)}</div>',
         _status_line(step),
     ]
@@ -204,8 +203,10 @@ def step_html(result: TriageResult, step_id: str) -> str:
 
 
 def show_step(result: TriageResult, step_id: str) -> None:
-    """A step's question, status, findings with evidence and patches, and its charts."""
+    """A step's question, status, findings with evidence and patches, and its charts (when it ran)."""
     _html(step_html(result, step_id))
+    if result.step(step_id).status not in ("ok", "findings"):
+        return
     from nbhelpers.charts import step_chart
 
     show_chart(step_chart(result.evidence, step_id, result.incident))

@@ -108,7 +108,7 @@ class ProgressRelay:
         self.path, self.stream, self.enabled = path, stream, enabled
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._follow, daemon=True)
-        self._started: dict[str, float] = {}
+        self._began = time.monotonic()
 
     def __enter__(self) -> ProgressRelay:
         if self.enabled:
@@ -136,11 +136,12 @@ class ProgressRelay:
 
     def _show(self, line: str) -> None:
         event, _, message = line.partition("\t")
+        elapsed = f"[{time.monotonic() - self._began:6.1f}s]"
         if event == "gather":
-            self.stream.write(f"  gathering: {message}\n")
+            self.stream.write(f"  {elapsed} {message}\n")
         elif event == "step-end":
             step_id, status, seconds = [*message.split(), "", "", ""][:3]
-            self.stream.write(f"  step {step_id:<16} {status:<9} {seconds}\n")
+            self.stream.write(f"  {elapsed} step {step_id:<16} {status:<9} {seconds}\n")
         self.stream.flush()
 
 
@@ -190,6 +191,8 @@ def execute(params: TriageParams, out_dir: Path, show_progress: bool, stream: Te
                     progress_bar=False,
                     cwd=str(out_dir),
                     execution_timeout=int(deadline) if deadline else None,
+                    # The kernel talks to us over loopback only; its TCP warning would be noise on stderr.
+                    extra_arguments=["--IPKernelApp.log_level=ERROR"],
                 )
         except PapermillExecutionError as error:
             message = error_file.read_text().strip() if error_file.exists() else ""

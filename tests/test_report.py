@@ -365,7 +365,7 @@ def test_display_escapes_cluster_text() -> None:
     for raw in ("<script>", "<img", "<b>pod", "<iframe>", "<done>", "<x>"):
         assert raw not in markup
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in markup
-    assert "Step 3: Ports" in markup and "#b91c1c" in markup  # critical shown in red
+    assert "Do the listening port" in markup and "#b91c1c" in markup  # the question; critical shown in red
 
 
 def test_external_reference_scanner_catches_cdn_assets() -> None:
