@@ -22,8 +22,9 @@ from nbhelpers.timeutil import format_time
 
 
 def _yaml_documents(objects: list[dict[str, Any]]) -> bytes:
+    # Keys keep the API server's order: patches copy lists from these objects, and a replay must match the live run.
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    return yaml.dump_all(objects, Dumper=dumper, sort_keys=True, default_flow_style=False, allow_unicode=True).encode()
+    return yaml.dump_all(objects, Dumper=dumper, sort_keys=False, default_flow_style=False, allow_unicode=True).encode()
 
 
 def _json(document: Any) -> bytes:

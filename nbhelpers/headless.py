@@ -27,7 +27,7 @@ from nbhelpers.errors import RunbookError
 from nbhelpers.evidence import Target, require_isvc
 from nbhelpers.resources import runbook_path
 from nbhelpers.timeutil import parse_duration
-from nbhelpers.triage import TriageParams, incident_window, open_sources
+from nbhelpers.triage import TriageParams, incident_window, opened_sources
 
 PROGRESS_ENV = "KSERVE_RUNBOOK_PROGRESS_FILE"
 ERROR_ENV = "KSERVE_RUNBOOK_ERROR_FILE"
@@ -48,8 +48,8 @@ class Report:
 def preflight(params: TriageParams) -> Target:
     """Validate sources, window and target before a kernel starts; ``RunbookError`` on bad input."""
     incident_window(params)
-    cluster, _metrics, target, _window = open_sources(params)
-    require_isvc(cluster, target)
+    with opened_sources(params) as (cluster, _metrics, target, _window):
+        require_isvc(cluster, target)
     return target
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -245,19 +246,31 @@ def observed_at_for(cluster: ClusterSource, params: TriageParams, window: Window
     return window.end
 
 
+@contextmanager
+def opened_sources(params: TriageParams) -> Iterator[tuple[ClusterSource, MetricsSource | None, Target, Window]]:
+    """:func:`open_sources`, closing the sources' connections afterwards."""
+    cluster, metrics, target, window = open_sources(params)
+    try:
+        yield cluster, metrics, target, window
+    finally:
+        cluster.close()
+        if metrics is not None:
+            metrics.close()
+
+
 def collect(params: TriageParams, progress: Progress | None = None) -> Evidence:
     """Open the sources and gather the evidence (shared by ``run`` and ``capture``)."""
-    cluster, metrics, target, window = open_sources(params)
     notify = progress or (lambda _event, _message: None)
-    return gather(
-        cluster,
-        metrics,
-        target,
-        window,
-        observed_at_for(cluster, params, window),
-        SiteConfig(kserve_namespace=params.kserve_namespace, knative_namespace=params.knative_namespace),
-        progress=lambda message: notify("gather", message),
-    )
+    with opened_sources(params) as (cluster, metrics, target, window):
+        return gather(
+            cluster,
+            metrics,
+            target,
+            window,
+            observed_at_for(cluster, params, window),
+            SiteConfig(kserve_namespace=params.kserve_namespace, knative_namespace=params.knative_namespace),
+            progress=lambda message: notify("gather", message),
+        )
 
 
 def run(

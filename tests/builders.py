@@ -89,3 +89,13 @@ def evidence_from_objects(
 
 def evidence_from_fixture(name: str, namespace: str = "llm", isvc: str = "vllm-llm", **options: Any) -> Evidence:
     return evidence_from_objects(load_yaml(name), namespace, isvc, **options)
+
+
+def comparable(findings_document: Mapping[str, Any]) -> dict[str, Any]:
+    """A findings.json document without what differs between two runs of the same evidence:
+    ``generated_at`` and the steps' timings."""
+    document = json.loads(json.dumps(findings_document))
+    document.pop("generated_at")
+    for step in document["steps"]:
+        step.pop("seconds")
+    return dict(document)

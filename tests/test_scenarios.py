@@ -280,8 +280,8 @@ def test_validator_catches_a_dangling_selector(bundles: dict[str, dict[str, byte
     broken = planted(
         bundles["port-mismatch"],
         "objects/Service.yaml",
-        "app: isvc.qwen-chat-predictor\n  sessionAffinity",
-        "app: isvc.qwen-chat\n  sessionAffinity",
+        "selector:\n    app: isvc.qwen-chat-predictor\n",
+        "selector:\n    app: isvc.qwen-chat\n",
     )
     problems = validate_bundle(broken)
     assert any("selector {'app': 'isvc.qwen-chat'} matches no pod" in problem for problem in problems)

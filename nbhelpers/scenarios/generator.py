@@ -13,7 +13,6 @@ series as OpenMetrics, for ``promtool tsdb create-blocks-from openmetrics``).
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
 from nbhelpers import kube
@@ -30,6 +29,7 @@ from nbhelpers.scenarios.state import Plan, plan
 from nbhelpers.scenarios.traffic import Simulation, simulate
 from nbhelpers.sources import kinds
 from nbhelpers.sources.base import KubeObject, LogRequest, RangeResult, describe_get, describe_list, describe_logs
+from nbhelpers.sources.bundle import ObjectStore
 
 TOOL_VERSION = "scenario"
 SPEC_FILE = "scenario/spec.yaml"
@@ -44,12 +44,13 @@ class ScenarioCluster:
     def __init__(self, spec: ScenarioSpec, objects: list[KubeObject], logs: dict[tuple[str, str, str, bool], str]):
         self.spec = spec
         self.logs_by_key = logs
-        self.by_kind: dict[str, list[KubeObject]] = {}
+        self.store = ObjectStore()
         for obj in objects:
-            registered = kinds.kind_for(str(obj["apiVersion"]), str(obj["kind"]))
-            if registered is None:
+            if not self.store.add(obj):
                 raise ValueError(f"scenario object of an unregistered kind: {obj['apiVersion']} {obj['kind']}")
-            self.by_kind.setdefault(registered.key, []).append(obj)
+
+    def close(self) -> None:
+        """Nothing to release: everything is in memory."""
 
     def server_version(self) -> str | None:
         return self.spec.cluster.kubernetes
@@ -60,19 +61,11 @@ class ScenarioCluster:
 
     def list(self, kind: kinds.Kind, namespace: str | None, label_selector: str | None = None) -> list[KubeObject]:
         self._served(kind, describe_list(kind, namespace, label_selector))
-        return [
-            json.loads(json.dumps(obj))
-            for obj in self.by_kind.get(kind.key, [])
-            if (namespace is None or kube.namespace(obj) == namespace)
-            and kube.label_selector_matches(label_selector, kube.labels(obj))
-        ]
+        return self.store.list(kind, namespace, label_selector)
 
     def get(self, kind: kinds.Kind, namespace: str | None, name: str) -> KubeObject | None:
         self._served(kind, describe_get(kind, namespace, name))
-        for obj in self.list(kind, namespace):
-            if kube.name(obj) == name:
-                return obj
-        return None
+        return self.store.get(kind, namespace, name)
 
     def logs(self, request: LogRequest) -> str:
         text = self.logs_by_key.get((request.namespace, request.pod, request.container, request.previous))
@@ -89,6 +82,9 @@ class ScenarioMetrics:
     def __init__(self, spec: ScenarioSpec, store: RawStore) -> None:
         self.spec = spec
         self.store = store
+
+    def close(self) -> None:
+        """Nothing to release: everything is in memory."""
 
     def query_range(self, query_id: str, promql: str, start: datetime, end: datetime, step_seconds: int) -> RangeResult:
         spec = catalog.BY_ID[query_id]

@@ -76,7 +76,7 @@ class _Bundle:
         return self.manifest.namespace
 
     def objects(self, kind: kinds.Kind) -> list[KubeObject]:
-        return self.cluster.by_kind.get(kind.key, [])
+        return self.cluster.store.of_kind(kind.key)
 
     def pods(self) -> list[KubeObject]:
         return [pod for pod in self.objects(kinds.POD) if kube.namespace(pod) == self.namespace]
@@ -111,8 +111,8 @@ def _index(bundle: _Bundle) -> dict[tuple[str, str, str], KubeObject]:
     """(kind key, namespace, name) -> object, for every object in the bundle."""
     return {
         (key, kube.namespace(obj), kube.name(obj)): obj
-        for key, objects in bundle.cluster.by_kind.items()
-        for obj in objects
+        for key in bundle.cluster.store.kind_keys()
+        for obj in bundle.cluster.store.of_kind(key)
     }
 
 

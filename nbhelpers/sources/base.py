@@ -46,6 +46,10 @@ class ClusterSource(Protocol):
         """A container's log text; ``ReadFailed`` with status ``missing`` when there is none."""
         ...
 
+    def close(self) -> None:
+        """Release connections (nothing to do for file-backed sources)."""
+        ...
+
 
 @dataclass(frozen=True)
 class SeriesData:
@@ -70,6 +74,10 @@ class MetricsSource(Protocol):
 
     def query_range(self, query_id: str, promql: str, start: datetime, end: datetime, step_seconds: int) -> RangeResult:
         """The answer to one range query; ``ReadFailed`` when it could not be answered."""
+        ...
+
+    def close(self) -> None:
+        """Release connections (nothing to do for file-backed sources)."""
         ...
 
 

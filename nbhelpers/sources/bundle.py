@@ -164,6 +164,51 @@ def _documents(name: str, data: bytes) -> Iterator[KubeObject]:
             yield document
 
 
+class ObjectStore:
+    """Objects held in memory, answered as the API server would: by kind, namespace, label selector, name.
+
+    A later object with the same reference replaces an earlier one (the last file wins).
+    Answers are deep copies, so callers may change them freely.
+    """
+
+    def __init__(self) -> None:
+        self._by_kind: dict[str, dict[str, KubeObject]] = {}
+
+    def add(self, obj: KubeObject) -> bool:
+        """Keep ``obj``; False when its kind is not one the tool reads (it is then ignored)."""
+        registered = kinds.kind_for(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
+        if registered is None:
+            return False
+        self._by_kind.setdefault(registered.key, {})[kube.ref(obj)] = obj
+        return True
+
+    def of_kind(self, key: str) -> list[KubeObject]:
+        """Every object of one kind key, uncopied: for read-only inspection (the realism validator)."""
+        return list(self._by_kind.get(key, {}).values())
+
+    def kind_keys(self) -> list[str]:
+        return list(self._by_kind)
+
+    def list(self, kind: kinds.Kind, namespace: str | None, label_selector: str | None = None) -> list[KubeObject]:
+        return [
+            _copy(obj)
+            for obj in self._by_kind.get(kind.key, {}).values()
+            if (namespace is None or kube.namespace(obj) == namespace)
+            and kube.label_selector_matches(label_selector, kube.labels(obj))
+        ]
+
+    def get(self, kind: kinds.Kind, namespace: str | None, name: str) -> KubeObject | None:
+        for obj in self._by_kind.get(kind.key, {}).values():
+            if kube.name(obj) == name and (namespace is None or kube.namespace(obj) == namespace):
+                return _copy(obj)
+        return None
+
+
+def _copy(obj: KubeObject) -> KubeObject:
+    copied: KubeObject = json.loads(json.dumps(obj))
+    return copied
+
+
 class BundleCluster:
     """A :class:`~nbhelpers.sources.base.ClusterSource` over a bundle's objects and logs."""
 
@@ -172,14 +217,14 @@ class BundleCluster:
     def __init__(self, files: BundleFiles, manifest: Manifest) -> None:
         self.files = files
         self.manifest = manifest
-        self.by_kind: dict[str, list[KubeObject]] = {}
+        self.store = ObjectStore()
         for name, data in sorted(files.under("objects/")):
-            if not name.endswith((".yaml", ".yml", ".json")):
-                continue
-            for obj in _documents(name, data):
-                registered = kinds.kind_for(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
-                if registered is not None:
-                    self.by_kind.setdefault(registered.key, []).append(obj)
+            if name.endswith((".yaml", ".yml", ".json")):
+                for obj in _documents(name, data):
+                    self.store.add(obj)
+
+    def close(self) -> None:
+        """Nothing to release: the files were read when the bundle was opened."""
 
     def server_version(self) -> str | None:
         version = (self.manifest.raw.get("versions") or {}).get("kubernetes")
@@ -192,20 +237,11 @@ class BundleCluster:
 
     def list(self, kind: kinds.Kind, namespace: str | None, label_selector: str | None = None) -> list[KubeObject]:
         self._replay_failure(describe_list(kind, namespace, label_selector))
-        return [
-            json.loads(json.dumps(obj))
-            for obj in self.by_kind.get(kind.key, [])
-            if (namespace is None or kube.namespace(obj) == namespace)
-            and kube.label_selector_matches(label_selector, kube.labels(obj))
-        ]
+        return self.store.list(kind, namespace, label_selector)
 
     def get(self, kind: kinds.Kind, namespace: str | None, name: str) -> KubeObject | None:
         self._replay_failure(describe_get(kind, namespace, name))
-        for obj in self.by_kind.get(kind.key, []):
-            if kube.name(obj) == name and (namespace is None or kube.namespace(obj) == namespace):
-                copied: KubeObject = json.loads(json.dumps(obj))
-                return copied
-        return None
+        return self.store.get(kind, namespace, name)
 
     def logs(self, request: LogRequest) -> str:
         self._replay_failure(describe_logs(request))
@@ -213,8 +249,9 @@ class BundleCluster:
         text = self.files.text(f"logs/{request.namespace}/{request.pod}/{request.container}{suffix}")
         if text is None:
             raise ReadFailed(describe_logs(request), "missing", "no log in the bundle")
+        # As the kubelet does: take the last tailLines lines, then at most limitBytes from their start.
         lines = text.splitlines(keepends=True)[-request.tail_lines :]
-        return "".join(lines)[-request.limit_bytes :]
+        return "".join(lines).encode()[: request.limit_bytes].decode(errors="ignore")
 
 
 class BundleMetrics:
@@ -229,6 +266,9 @@ class BundleMetrics:
             self.index: dict[str, Any] = json.loads(index_text) if index_text else {}
         except json.JSONDecodeError as error:
             raise BundleError(f"bundle metrics/index.json is not valid JSON ({error})") from None
+
+    def close(self) -> None:
+        """Nothing to release: the files were read when the bundle was opened."""
 
     def query_range(self, query_id: str, promql: str, start: datetime, end: datetime, step_seconds: int) -> RangeResult:
         entry = self.index.get(query_id)
