@@ -499,6 +499,7 @@ def _edge_families() -> list[Family]:
             {
                 **istio_base,
                 "destination_workload": "embedder-predictor-00001-deployment",
+                "destination_service_name": "embedder-predictor-00001-private",
                 "response_code": "503",
                 "response_flags": "UH",
             },

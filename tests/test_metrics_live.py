@@ -300,7 +300,8 @@ EXPECTATIONS: dict[str, Callable[[MetricData], None]] = {
     "knative_requests_by_code": expect_knative,
 }
 # DCGM series in this data carry the workload only in exported_* labels.
-EXPECTED_TEMPLATE = {"gpu_fb_used_mib": 1, "gpu_fb_free_mib": 1, "gpu_util": 1}
+# DCGM exports only exported_pod here; Istio reports from the pods' sidecars only (no gateway series).
+EXPECTED_TEMPLATE = {"gpu_fb_used_mib": 1, "gpu_fb_free_mib": 1, "gpu_util": 1, "istio_requests_by_code": 1}
 
 
 @pytest.mark.parametrize("spec", catalog.CATALOG, ids=lambda spec: spec.id)

@@ -2,15 +2,14 @@
 
 Each implemented step is a module here exposing ``STEP`` (a :class:`StepInfo`)
 and ``run(evidence) -> list[Finding]``: a pure function of the evidence, no I/O.
-A step without a module is reported as skipped, "not implemented yet".
+:func:`check_for` is the one place that wires them; a step without a module is
+reported as skipped, "not implemented yet".
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from nbhelpers.findings import STEP_ORDER
@@ -55,14 +54,7 @@ STEP_BY_ID: dict[str, StepInfo] = {step.id: step for step in STEPS}
 
 def check_for(step_id: str) -> CheckFunction | None:
     """The ``run`` function of a step's module, or ``None`` while the step is not implemented."""
-    module = _module(step_id)
-    return None if module is None else module.run
+    from nbhelpers.checks import endpoints, ports  # here, not at the top: they import STEP_BY_ID from this module
 
-
-def _module(step_id: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(f"nbhelpers.checks.{step_id}")
-    except ModuleNotFoundError as error:
-        if error.name == f"nbhelpers.checks.{step_id}":
-            return None
-        raise
+    implemented: dict[str, CheckFunction] = {"endpoints": endpoints.run, "ports": ports.run}
+    return implemented.get(step_id)

@@ -170,9 +170,14 @@ CATALOG: tuple[QuerySpec, ...] = (
         "istio_requests_by_code",
         "1/s",
         "sum by code",
-        "requests by response code at the Istio sidecar/gateway",
-        "sum by (response_code, response_flags) (rate(istio_requests_total{{destination_workload_namespace="
-        '"{namespace}", destination_workload=~"{isvc}-predictor.*"}}[{rate}]))',
+        "requests by response code at the Istio gateway (else at the pods' sidecars)",
+        # The gateway's view (reporter=source) by destination service: it includes the 503 UH answers
+        # given when no pod is ready, which carry destination_workload="unknown". Not both reporters:
+        # each request would count twice.
+        'sum by (response_code, response_flags) (rate(istio_requests_total{{reporter="source", '
+        'destination_service_namespace="{namespace}", destination_service_name=~"{isvc}-predictor.*"}}[{rate}]))',
+        'sum by (response_code, response_flags) (rate(istio_requests_total{{reporter="destination", '
+        'destination_workload_namespace="{namespace}", destination_workload=~"{isvc}-predictor.*"}}[{rate}]))',
     ),
     _q(
         "nginx_requests_by_status",

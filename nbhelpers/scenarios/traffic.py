@@ -404,6 +404,7 @@ class _Simulator:
                 "destination_workload": self.plan.deployment,
                 "destination_workload_namespace": isvc.namespace,
                 "destination_service_name": f"{isvc.name}-predictor",
+                "destination_service_namespace": isvc.namespace,
                 "request_protocol": "http",
                 "response_code": response_code,
                 "response_flags": response_flags,
