@@ -11,6 +11,7 @@ environment variables that name them.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import tempfile
@@ -29,8 +30,9 @@ from nbhelpers.resources import runbook_path
 from nbhelpers.timeutil import parse_duration
 from nbhelpers.triage import TriageParams, incident_window, opened_sources
 
-PROGRESS_ENV = "KSERVE_RUNBOOK_PROGRESS_FILE"
-ERROR_ENV = "KSERVE_RUNBOOK_ERROR_FILE"
+# The CLI and the notebook kernel talk through files named by these variables (see nbhelpers.notebook).
+PROGRESS_FILE_ENV = "KSERVE_RUNBOOK_PROGRESS_FILE"
+ERROR_FILE_ENV = "KSERVE_RUNBOOK_ERROR_FILE"
 HEADERS_ENV = "KSERVE_RUNBOOK_PROMETHEUS_HEADERS"
 OUTPUT_FILES = ("triage.ipynb", "report.html", "findings.json", "summary.md")
 
@@ -148,7 +150,7 @@ class ProgressRelay:
 @contextmanager
 def _kernel_environment(params: TriageParams, progress_file: Path, error_file: Path) -> Iterator[None]:
     """Environment for the kernel (papermill starts it as a child of this process)."""
-    added: dict[str, str] = {PROGRESS_ENV: str(progress_file), ERROR_ENV: str(error_file)}
+    added: dict[str, str] = {PROGRESS_FILE_ENV: str(progress_file), ERROR_FILE_ENV: str(error_file)}
     if params.prometheus_headers:
         headers = {}
         for header in params.prometheus_headers:
@@ -167,6 +169,27 @@ def _kernel_environment(params: TriageParams, progress_file: Path, error_file: P
                 os.environ[name] = previous
 
 
+@contextmanager
+def _stderr_to(log_file: Path) -> Iterator[TextIO]:
+    """Send file descriptor 2 to ``log_file`` while the kernel runs; yield a stream on the real stderr.
+
+    The kernel inherits our stderr: its transport warnings, and the traceback it prints when
+    a deadline kills it, would otherwise reach the user's terminal. They are kept in the log.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    terminal = os.fdopen(os.dup(saved), "w", buffering=1)
+    with log_file.open("wb") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        yield terminal
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        terminal.close()
+
+
 def execute(params: TriageParams, out_dir: Path, show_progress: bool, stream: TextIO = sys.stderr) -> Report:
     """Run the notebook headless into ``out_dir`` and render the HTML report."""
     import papermill
@@ -181,7 +204,8 @@ def execute(params: TriageParams, out_dir: Path, show_progress: bool, stream: Te
         try:
             with (
                 _kernel_environment(params, progress_file, error_file),
-                ProgressRelay(progress_file, stream, show_progress),
+                _stderr_to(Path(scratch) / "kernel.log") as terminal,
+                ProgressRelay(progress_file, terminal if stream is sys.stderr else stream, show_progress),
             ):
                 papermill.execute_notebook(
                     str(runbook_path("triage")),
@@ -190,9 +214,7 @@ def execute(params: TriageParams, out_dir: Path, show_progress: bool, stream: Te
                     kernel_name="python3",
                     progress_bar=False,
                     cwd=str(out_dir),
-                    execution_timeout=int(deadline) if deadline else None,
-                    # The kernel talks to us over loopback only; its TCP warning would be noise on stderr.
-                    extra_arguments=["--IPKernelApp.log_level=ERROR"],
+                    execution_timeout=math.ceil(deadline) if deadline else None,
                 )
         except PapermillExecutionError as error:
             message = error_file.read_text().strip() if error_file.exists() else ""

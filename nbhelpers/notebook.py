@@ -18,11 +18,9 @@ from pathlib import Path
 
 from nbhelpers import display
 from nbhelpers.errors import RunbookError
+from nbhelpers.headless import ERROR_FILE_ENV, PROGRESS_FILE_ENV
 from nbhelpers.report import write_atomic, write_outputs
 from nbhelpers.triage import Progress, TriageParams, TriageResult, run
-
-PROGRESS_FILE_ENV = "KSERVE_RUNBOOK_PROGRESS_FILE"
-ERROR_FILE_ENV = "KSERVE_RUNBOOK_ERROR_FILE"
 
 
 def progress_to_file(path: str) -> Progress:

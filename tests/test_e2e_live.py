@@ -125,3 +125,15 @@ def test_a_captured_bundle_gives_the_findings_of_the_live_run(
     triaged = kserve_runbook("triage", "--bundle", str(bundle), "--out", str(out), cwd=tmp_path)
     assert triaged.returncode == 1, triaged.stderr  # PORT_MISMATCH is critical
     assert comparable(read_report(out)) == comparable(replayed.to_json())
+
+
+def test_the_deadline_stops_a_run_on_a_slow_api_server(
+    serverless_api: FakeApiServer,
+    kubeconfig: Path,
+    tmp_path: Path,
+) -> None:
+    serverless_api.inject("/api/v1/namespaces/llm/pods", delay=6.0)
+    arguments = ["--kubeconfig", str(kubeconfig), "-n", "llm", "--isvc", "vllm-llm", "--request-timeout", "20s"]
+    result = kserve_runbook("triage", *arguments, "--deadline", "2s", "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == ["kserve-runbook: error: the run did not finish within --deadline 2s"]
