@@ -108,9 +108,12 @@ def coverage_html(result: TriageResult) -> str:
         for name, value in facts
     )
     notes = report.coverage_notes(result)
-    if notes:
+    if notes and result.partial:
         coverage = "<strong>Coverage: could not see everything.</strong>" + _list(notes)
         colours = SEVERITY_COLOURS[Severity.WARNING]
+    elif notes:
+        coverage = "<strong>Coverage: every read succeeded.</strong> Not covered:" + _list(notes)
+        colours = SEVERITY_COLOURS[Severity.INFO]
     else:
         coverage = "<strong>Coverage: complete.</strong> Every read succeeded."
         colours = STATUS_COLOURS["ok"]

@@ -324,6 +324,8 @@ def coverage_line(result: TriageResult) -> str:
     notes = coverage_notes(result)
     if not notes:
         return "Coverage: complete: every read succeeded."
+    if not result.partial:
+        return "Coverage: every read succeeded; not covered: " + "; ".join(notes) + "."
     return "Coverage: could not see everything: " + "; ".join(notes) + "."
 
 
