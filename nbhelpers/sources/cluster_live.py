@@ -8,8 +8,8 @@ generated models are not used, so custom resources and built-in kinds are
 handled alike.
 
 Only GET is ever sent. Every failure becomes a :class:`ReadFailed` with one of
-the statuses the evidence pass records (``forbidden``, ``missing``, ``error``,
-``timeout``, ``unreachable``); configuration problems that stop the run become
+the statuses the evidence pass records (``forbidden``, ``not_installed``,
+``missing``, ``error``, ``timeout``, ``unreachable``); configuration problems that stop the run become
 a :class:`RunbookError` with one line saying what to fix.
 """
 
