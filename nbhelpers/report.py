@@ -240,7 +240,10 @@ def impact_lines(evidence: Evidence) -> list[str]:
     ready_samples = sum_by_time(ready.series) if ready else []
     if ready_samples:
         low, high = min(v for _, v in ready_samples), max(v for _, v in ready_samples)
-        lines.append(f"Ready predictor pods ranged from {_number(low)} to {_number(high)}.")
+        if low == high:
+            lines.append(f"Ready predictor pods: {_number(low)} throughout the window.")
+        else:
+            lines.append(f"Ready predictor pods ranged from {_number(low)} to {_number(high)}.")
     pods = [pod for pod in evidence.of(kinds.POD) if kube.is_predictor(pod)]
     if pods:
         ready_now = sum(1 for pod in pods if kube.pod_ready(pod))
