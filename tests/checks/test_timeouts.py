@@ -1,0 +1,461 @@
+"""The ``timeouts`` step: failing fixtures per code, healthy fixtures that stay quiet, and patches that fix.
+
+Objects come from YAML fixtures; metrics are written here as the catalog's exact PromQL with realistic series,
+so that the bundle source serves them as a capture would.
+"""
+
+from __future__ import annotations
+
+import copy
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+import yaml
+from builders import CAPTURED_AT
+from check_cases import apply_patch, codes, evidence_of, json_merge_patch, load_case, only, serious
+
+from nbhelpers import timeout_chain as chain
+from nbhelpers.checks import timeouts
+from nbhelpers.errors import EvidenceMissing, StepSkipped
+from nbhelpers.findings import Severity
+from nbhelpers.metrics import catalog
+
+ISVC_REF = "InferenceService.serving.kserve.io/llm/vllm-llm"
+REVISION_REF = "Revision.serving.knative.dev/llm/vllm-llm-predictor-00001"
+STEP = 15
+END = CAPTURED_AT.timestamp()
+
+RAW = "checks/healthy/raw.yaml"
+SERVERLESS = "checks/healthy/serverless.yaml"
+
+
+# --- metrics as a capture records them -------------------------------------------------------------
+
+
+def _series(values: Sequence[float], **labels: str) -> dict[str, Any]:
+    """A matrix entry whose last sample lies one step before the end of the window."""
+    start = END - STEP * len(values)
+    return {"metric": labels, "values": [[start + STEP * i, str(v)] for i, v in enumerate(values)]}
+
+
+def _metrics(**results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        query_id: {"promql": catalog.render(catalog.BY_ID[query_id], 0, "llm", "vllm-llm", STEP), "result": result}
+        for query_id, result in results.items()
+    }
+
+
+def _ramp(low: float, high: float, count: int = 40) -> list[float]:
+    return [round(low + (high - low) * i / (count - 1), 2) for i in range(count)]
+
+
+def _long_generations(
+    peak: float = 95.0, *, nginx_504_rate: float = 0.0, knative_504_rate: float = 0.0
+) -> dict[str, dict[str, Any]]:
+    """Long non-streamed generations: p99 rising to ``peak`` s, a short queue, the first token within 2 s."""
+    results: dict[str, list[dict[str, Any]]] = {
+        "vllm_e2e_p99": [_series(_ramp(20.0, peak))],
+        "vllm_queue_time_p95": [_series(_ramp(0.2, 1.5))],
+        "vllm_ttft_p95": [_series(_ramp(0.4, 1.8))],
+    }
+    if nginx_504_rate:
+        results["nginx_requests_by_status"] = [
+            _series([2.0] * 40, status="200"),
+            _series([0.0] * 10 + [nginx_504_rate] * 30, status="504"),
+        ]
+    if knative_504_rate:
+        results["knative_requests_by_code"] = [
+            _series([2.0] * 40, response_code="200"),
+            _series([0.0] * 20 + [knative_504_rate] * 20, response_code="504"),
+        ]
+    return _metrics(**results)
+
+
+def _busy_but_healthy(edge: str) -> dict[str, dict[str, Any]]:
+    """Heavy traffic that the service handles: p99 under 25 s, queue p95 under a second, 2xx only."""
+    results: dict[str, list[dict[str, Any]]] = {
+        "vllm_e2e_p99": [_series(_ramp(12.0, 24.5))],
+        "vllm_queue_time_p95": [_series(_ramp(0.1, 0.8))],
+        "vllm_ttft_p95": [_series(_ramp(0.3, 0.9))],
+        "vllm_running": [_series([48.0] * 40, pod="vllm-llm-predictor-6d5f8b7c9-q8w2e")],
+        "vllm_waiting": [_series([1.0] * 40, pod="vllm-llm-predictor-6d5f8b7c9-q8w2e")],
+    }
+    if edge == "nginx":
+        results["nginx_requests_by_status"] = [_series([9.5] * 40, status="200")]
+    else:
+        results["istio_requests_by_code"] = [_series([9.5] * 40, response_code="200", response_flags="-")]
+        results["knative_requests_by_code"] = [_series([9.5] * 40, response_code="200")]
+    return _metrics(**results)
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+
+def _run(objects: list[dict[str, Any]], metrics: Mapping[str, Any] | None = None) -> list:
+    return timeouts.run(evidence_of(objects, metrics=dict(metrics) if metrics else None))
+
+
+def _timeout_codes(objects: list[dict[str, Any]], metrics: Mapping[str, Any] | None = None) -> set[str]:
+    return codes(serious(_run(objects, metrics)))
+
+
+def _patch_body(finding) -> dict[str, Any]:
+    assert finding.patch is not None
+    body = yaml.safe_load(finding.patch.body)
+    assert isinstance(body, dict)
+    return body
+
+
+def _rollback_body(remediation: str) -> dict[str, Any]:
+    words = shlex.split(remediation.split("Roll back:\n", 1)[1].strip())
+    return yaml.safe_load(words[words.index("-p") + 1])
+
+
+def _kserve_reconciles(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What KServe (and Knative) do after an InferenceService change that matters here: the predictor timeout
+    becomes the new revision's timeoutSeconds and the request timeout of KServe's HTTPRoute, and the
+    InferenceService's annotations are copied onto the Ingress KServe generates."""
+    isvc = next(obj for obj in objects if obj["kind"] == "InferenceService")
+    timeout = isvc["spec"]["predictor"].get("timeout")
+    result = []
+    for obj in copy.deepcopy(objects):
+        owned = any(o.get("kind") == "InferenceService" for o in obj["metadata"].get("ownerReferences") or [])
+        if obj["kind"] == "Revision" and timeout is not None:
+            obj.setdefault("spec", {})["timeoutSeconds"] = timeout
+        if obj["kind"] == "HTTPRoute" and owned and timeout is not None:
+            for rule in obj["spec"]["rules"]:
+                rule["timeouts"] = {"request": f"{timeout}s"}
+        if obj["kind"] == "Ingress" and owned:
+            obj["metadata"]["annotations"] = dict(isvc["metadata"].get("annotations") or {})
+        result.append(obj)
+    return result
+
+
+def _own_by_isvc(obj: dict[str, Any]) -> None:
+    obj["metadata"]["ownerReferences"] = [
+        {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "name": "vllm-llm", "uid": "x"}
+    ]
+
+
+# --- TIMEOUT_LB_DEFAULT ----------------------------------------------------------------------------
+
+
+def test_nginx_default_below_long_generations_with_504s_is_critical() -> None:
+    objects = load_case(RAW, "checks/TIMEOUT_LB_DEFAULT/raw_nginx_default.yaml")
+    metrics = _long_generations(nginx_504_rate=0.2)
+    finding = only(_run(objects, metrics), "TIMEOUT_LB_DEFAULT")
+    assert finding.level is Severity.CRITICAL
+    assert finding.objects == (ISVC_REF, "Ingress/llm/vllm-llm-external")
+    assert finding.title == "ingress-nginx proxy-read-timeout 60 s (default) is below the long requests (95 s p99)"
+    assert "left at its default of 60 s" in finding.summary
+    # 30 samples at 0.2/s, 15 s apart: 90 cut requests, none reported behind nginx.
+    assert "Raised to critical: ≈90 504s in the window are attributed to this layer." in finding.summary
+    assert (
+        "chain: Istio ingress none (default) | ingress-nginx proxy-read-timeout 60 s (default) → server"
+        in finding.evidence
+    )
+    assert "attribution: ≈90 504s at ingress-nginx, none reported by the layers behind it" in finding.evidence
+    assert "504s in the window: ingress-nginx ≈90; Istio with flag UT no metric" in " ".join(finding.evidence)
+    streaming = next(line for line in finding.evidence if line.startswith("streaming:"))
+    assert "most likely not streamed" in streaming
+    assert finding.patch is not None and finding.patch.target == "Ingress/llm/vllm-llm-external"
+    # p99 95 s × 1.5 = 142.5, rounded up to 150 s; the existing annotation is kept (merge patch).
+    assert _patch_body(finding) == {
+        "metadata": {
+            "annotations": {
+                "nginx.ingress.kubernetes.io/proxy-read-timeout": "150",
+                "nginx.ingress.kubernetes.io/proxy-send-timeout": "150",
+            }
+        }
+    }
+    assert "kubectl patch ingresses.networking.k8s.io vllm-llm-external -n llm --type merge" in finding.remediation
+    assert _timeout_codes(apply_patch(objects, finding), metrics) == set()
+
+
+def test_nginx_default_without_504_metrics_stays_a_warning() -> None:
+    objects = load_case(RAW, "checks/TIMEOUT_LB_DEFAULT/raw_nginx_default.yaml")
+    finding = only(_run(objects, _long_generations()), "TIMEOUT_LB_DEFAULT")
+    assert finding.level is Severity.WARNING
+    assert "Raised to critical" not in finding.summary
+
+
+def test_latency_flattening_at_the_nginx_default_is_attributed_by_its_timing() -> None:
+    objects = load_case(RAW, "checks/TIMEOUT_LB_DEFAULT/raw_nginx_default.yaml")
+    flattened = _metrics(vllm_e2e_p99=[_series([*_ramp(20.0, 55.0, 30), 58.9, 60.4, 59.6, 60.1, 59.8])])
+    finding = only(_run(objects, flattened), "TIMEOUT_LB_DEFAULT")
+    assert finding.level is Severity.WARNING  # timing alone is no measured 504
+    assert "attribution: the p99 latency flattens at 60 s, this layer's value" in finding.evidence
+
+
+def test_kserve_generated_nginx_ingress_is_fixed_through_the_isvc_annotations() -> None:
+    objects = load_case(RAW, "checks/TIMEOUT_LB_DEFAULT/raw_nginx_default.yaml")
+    ingress = next(obj for obj in objects if obj["metadata"]["name"] == "vllm-llm-external")
+    _own_by_isvc(ingress)
+    metrics = _long_generations(nginx_504_rate=0.2)
+    finding = only(_run(objects, metrics), "TIMEOUT_LB_DEFAULT")
+    assert finding.patch is not None and finding.patch.target == ISVC_REF
+    annotations = _patch_body(finding)["metadata"]["annotations"]
+    assert annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"] == "150"
+    assert "copies the InferenceService's annotations" in finding.remediation
+    assert _timeout_codes(_kserve_reconciles(apply_patch(objects, finding)), metrics) == set()
+
+
+def test_alb_idle_default_is_inferred_from_latency() -> None:
+    objects = load_case(RAW, "checks/TIMEOUT_LB_DEFAULT/raw_alb_idle_default.yaml")
+    metrics = _long_generations()
+    finding = only(_run(objects, metrics), "TIMEOUT_LB_DEFAULT")
+    assert finding.level is Severity.WARNING  # its 504s cannot be counted, so it is never raised
+    assert finding.objects == (ISVC_REF, "Ingress/llm/vllm-llm-alb")
+    assert "AWS ALB idle timeout" in finding.title and "60 s" in finding.title
+    assert "inferred: this layer's own 504s are not in Prometheus" in finding.summary
+    assert (
+        "AWS ALB idle timeout on Ingress/llm/vllm-llm-alb: 60 s idle (default 60 s: no "
+        "idle_timeout.timeout_seconds in alb.ingress.kubernetes.io/load-balancer-attributes)" in finding.evidence
+    )
+    # The other attributes of the annotation are kept.
+    assert _patch_body(finding) == {
+        "metadata": {
+            "annotations": {
+                "alb.ingress.kubernetes.io/load-balancer-attributes": (
+                    "routing.http2.enabled=true,idle_timeout.timeout_seconds=150"
+                )
+            }
+        }
+    }
+    assert _timeout_codes(apply_patch(objects, finding), metrics) == set()
+
+
+def test_kserve_httproute_default_below_long_generations_patches_the_isvc_timeout() -> None:
+    objects = load_case(RAW, "checks/healthy/raw_gateway_api.yaml", drop=("Ingress/llm/vllm-llm",))
+    metrics = _long_generations()
+    finding = only(_run(objects, metrics), "TIMEOUT_LB_DEFAULT")
+    assert finding.level is Severity.WARNING
+    assert finding.objects == (ISVC_REF, "HTTPRoute.gateway.networking.k8s.io/llm/vllm-llm")
+    assert "KServe's default for the HTTPRoutes it generates" in finding.summary
+    assert _patch_body(finding) == {"spec": {"predictor": {"timeout": 150}}}
+    patched = _kserve_reconciles(apply_patch(objects, finding))
+    assert _timeout_codes(patched, metrics) == set()
+
+
+def test_a_latent_default_in_front_of_a_longer_revision_is_information_only() -> None:
+    objects = load_case(SERVERLESS, "checks/healthy/timeouts_serverless_defaults.yaml")
+    objects += load_case("checks/TIMEOUT_LB_DEFAULT/raw_nginx_default.yaml")
+    findings = _run(objects, _busy_but_healthy("istio"))
+    finding = only(findings, "TIMEOUT_LB_DEFAULT")
+    assert finding.level is Severity.INFO
+    assert "Knative revision timeoutSeconds 300 s" in finding.summary
+    assert serious(findings) == []
+
+
+# --- TIMEOUT_MISALIGNED ----------------------------------------------------------------------------
+
+
+def test_virtualservice_gives_up_before_the_revision() -> None:
+    objects = load_case(SERVERLESS, "checks/TIMEOUT_MISALIGNED/serverless_virtualservice_short.yaml")
+    finding = only(_run(objects), "TIMEOUT_MISALIGNED")  # no Prometheus: the chain alone shows it
+    assert finding.level is Severity.WARNING
+    assert finding.objects == (ISVC_REF, "VirtualService.networking.istio.io/llm/vllm-llm-edge", REVISION_REF)
+    assert finding.title == "VirtualService route 30 s gives up before Knative revision timeoutSeconds 300 s"
+    assert "set to 30 s (spec.http[0].timeout)" in finding.summary
+    chain_line = next(line for line in finding.evidence if line.startswith("chain: "))
+    assert chain_line == (
+        "chain: VirtualService route none (default) | VirtualService route 30 s → "
+        "Knative revision timeoutSeconds 300 s (default) → server"
+    )
+    assert "end-to-end latency (vllm_e2e_p99): no Prometheus data; timeouts compared with each other only" in (
+        finding.evidence
+    )
+    body = _patch_body(finding)
+    (route,) = body["spec"]["http"]  # the whole list, with the route's other fields kept
+    assert route["timeout"] == "300s" and route["match"] == [{"uri": {"prefix": "/v1/"}}]
+    assert route["retries"] == {"attempts": 0}
+    patched = apply_patch(objects, finding)
+    assert _timeout_codes(patched) == set()
+    service = next(obj for obj in patched if obj["metadata"]["name"] == "vllm-llm-edge")
+    original = next(obj for obj in objects if obj["metadata"]["name"] == "vllm-llm-edge")
+    assert json_merge_patch(service, _rollback_body(finding.remediation)) == original
+
+
+def test_knative_owned_virtualservice_is_explained_not_patched() -> None:
+    objects = load_case(SERVERLESS, "checks/TIMEOUT_MISALIGNED/serverless_virtualservice_short.yaml")
+    service = next(obj for obj in objects if obj["metadata"]["name"] == "vllm-llm-edge")
+    service["metadata"]["ownerReferences"] = [
+        {"apiVersion": "networking.internal.knative.dev/v1alpha1", "kind": "Ingress", "name": "x", "uid": "y"}
+    ]
+    finding = only(_run(objects), "TIMEOUT_MISALIGNED")
+    assert finding.patch is None
+    assert "generated by Ingress/x" in finding.remediation and "spec.predictor.timeout" in finding.remediation
+
+
+def test_httproute_request_timeout_below_long_generations() -> None:
+    objects = load_case(RAW, "checks/TIMEOUT_MISALIGNED/raw_httproute_short.yaml")
+    metrics = _long_generations()
+    finding = only(_run(objects, metrics), "TIMEOUT_MISALIGNED")
+    assert finding.level is Severity.WARNING
+    assert finding.objects == (ISVC_REF, "HTTPRoute.gateway.networking.k8s.io/llm/vllm-llm-public")
+    assert finding.title == "HTTPRoute 45 s is below the long requests (95 s p99)"
+    assert "set to 45 s (spec.rules[0].timeouts.request)" in finding.summary
+    assert "inferred" in finding.summary  # Envoy Gateway's 504s are not in the catalog
+    (rule,) = _patch_body(finding)["spec"]["rules"]
+    assert rule["timeouts"] == {"request": "150s"}
+    assert rule["backendRefs"] == [{"kind": "Service", "name": "vllm-llm-predictor", "port": 80}]
+    assert _timeout_codes(apply_patch(objects, finding), metrics) == set()
+
+
+def test_revision_timeout_below_long_generations_with_knative_504s() -> None:
+    objects = load_case(SERVERLESS, "checks/healthy/timeouts_serverless_defaults.yaml")
+    metrics = _long_generations(peak=400.0, knative_504_rate=0.1)
+    finding = only(_run(objects, metrics), "TIMEOUT_MISALIGNED")
+    assert finding.level is Severity.CRITICAL
+    assert finding.objects == (ISVC_REF, REVISION_REF)
+    assert "≈30 504s answered by Knative" in finding.summary
+    # 400 s × 1.5 = 600 s, exactly Knative's max-revision-timeout-seconds.
+    assert _patch_body(finding) == {"spec": {"predictor": {"timeout": 600}}}
+    assert _timeout_codes(_kserve_reconciles(apply_patch(objects, finding)), metrics) == set()
+
+
+def test_revision_timeout_capped_by_max_revision_timeout_says_so() -> None:
+    objects = load_case(SERVERLESS, "checks/healthy/timeouts_serverless_defaults.yaml")
+    finding = only(_run(objects, _long_generations(peak=500.0)), "TIMEOUT_MISALIGNED")
+    assert _patch_body(finding) == {"spec": {"predictor": {"timeout": 600}}}
+    assert "max-revision-timeout-seconds (600 s in knative-serving/config-defaults)" in finding.remediation
+
+
+def test_client_shorter_than_the_revision_is_misaligned_without_a_patch() -> None:
+    objects = load_case(SERVERLESS, "checks/healthy/timeouts_serverless_defaults.yaml")
+    isvc = next(obj for obj in objects if obj["kind"] == "InferenceService")
+    isvc["metadata"]["annotations"]["kserve-runbook/client-timeout"] = "120s"
+    finding = only(_run(objects), "TIMEOUT_MISALIGNED")
+    assert finding.title == "client 120 s gives up before Knative revision timeoutSeconds 300 s"
+    assert "client on InferenceService.serving.kserve.io/llm/vllm-llm: 120 s request (annotation" in " ".join(
+        finding.evidence
+    )
+    assert finding.patch is None and "at least 300 s" in finding.remediation
+
+
+# --- healthy ---------------------------------------------------------------------------------------
+
+HEALTHY = {
+    "busy but healthy behind a default ingress-nginx": (
+        (RAW, "checks/healthy/timeouts_busy_nginx.yaml"),
+        _busy_but_healthy("nginx"),
+    ),
+    "properly ordered chain with long generations": (
+        (SERVERLESS, "checks/healthy/timeouts_ordered.yaml"),
+        _long_generations(peak=120.0),
+    ),
+    "Serverless with defaults and short latency": (
+        (SERVERLESS, "checks/healthy/timeouts_serverless_defaults.yaml"),
+        _busy_but_healthy("istio"),
+    ),
+    "Raw behind KServe's Gateway API route, short latency": (
+        (RAW, "checks/healthy/raw_gateway_api.yaml"),
+        _busy_but_healthy("istio"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HEALTHY))
+def test_healthy_fixtures_have_no_timeout_problem(case: str) -> None:
+    files, metrics = HEALTHY[case]
+    assert serious(_run(load_case(*files), metrics)) == []
+
+
+def test_ordered_chain_reads_every_layer_with_its_source() -> None:
+    path = timeouts.collect(evidence_of(load_case(SERVERLESS, "checks/healthy/timeouts_ordered.yaml")))
+    assert [layer.describe() for layer in path.layers] == [
+        f"client on {ISVC_REF}: 900 s request (annotation kserve-runbook/client-timeout)",
+        "VirtualService route on VirtualService.networking.istio.io/llm/vllm-llm: no timeout (no timeout: Istio's "
+        "default is none)",
+        "VirtualService route on VirtualService.networking.istio.io/llm/vllm-llm-edge: 700 s request "
+        "(spec.http[0].timeout)",
+        f"Knative revision timeoutSeconds on {REVISION_REF}: 600 s request (spec.timeoutSeconds)",
+        f"Knative revision responseStartTimeoutSeconds on {REVISION_REF}: 600 s first byte "
+        "(spec.responseStartTimeoutSeconds)",
+    ]
+
+
+# --- step status ---------------------------------------------------------------------------------
+
+
+def test_modelmesh_is_skipped() -> None:
+    objects = load_case(RAW)
+    isvc = next(obj for obj in objects if obj["kind"] == "InferenceService")
+    isvc["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] = "ModelMesh"
+    with pytest.raises(StepSkipped):
+        _run(objects)
+
+
+def test_every_routing_read_forbidden_is_missing_evidence() -> None:
+    reads = [
+        {"what": f"{kind} in llm", "status": "forbidden", "reason": "RBAC"}
+        for kind in ("Ingress", "VirtualService.networking.istio.io", "HTTPRoute.gateway.networking.k8s.io")
+    ]
+    with pytest.raises(EvidenceMissing, match="forbidden"):
+        timeouts.run(evidence_of(load_case(RAW), reads=reads))
+
+
+# --- the chain logic -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("60", 60.0), (120, 120.0), ("30s", 30.0), ("1m30s", 90.0), ("500ms", 0.5), ("1h", 3600.0), ("0s", 0.0)],
+)
+def test_parse_duration(text: object, seconds: float) -> None:
+    assert chain.parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "abc", "30x", "1m junk", None, True])
+def test_parse_duration_rejects_non_durations(text: object) -> None:
+    assert chain.parse_duration(text) is None
+
+
+def _layer(name: str, tier: int, seconds: float | None, role: str = "ingress", **options: Any) -> chain.Layer:
+    return chain.Layer(name, tier, role, options.pop("kind", chain.REQUEST), seconds, "test", False, **options)
+
+
+def test_plateau_names_the_layer_the_latency_flattens_at() -> None:
+    nginx = _layer("nginx", chain.EDGE, 60.0)
+    knative = _layer("knative", chain.KNATIVE, 300.0, role="knative")
+    assert chain.plateau_at([20.0, 41.0, 58.5, 60.2, 59.8, 61.0], [nginx, knative]) is nginx
+    assert chain.plateau_at([20.0, 41.0, 58.5, 60.2, 95.0, 96.0], [nginx, knative]) is None
+    assert chain.plateau_at([20.0, 41.0, 60.0], [nginx, knative]) is None  # two samples do not make a plateau
+
+
+def test_cold_start_hook_adds_to_the_latency_budget() -> None:
+    knative = _layer("knative", chain.KNATIVE, 300.0, role="knative")
+    warm = chain.Observed(e2e_p99=200.0)
+    cold = chain.Observed(e2e_p99=200.0, cold_start=90.0)
+    assert not chain.cuts_latency(knative, warm)
+    assert chain.cuts_latency(knative, cold)  # 290 s reaches 90 % of 300 s
+    assert "cold start 90 s" in cold.describe() and "cold start not measured" in warm.describe()
+
+
+def test_recommended_timeout_outlasts_latency_and_inner_layers_within_the_ceiling() -> None:
+    edge = _layer("nginx", chain.EDGE, 60.0)
+    knative = _layer("knative", chain.KNATIVE, 300.0, role="knative")
+    observed = chain.Observed(e2e_p99=95.0)
+    assert chain.recommended_seconds(edge, [edge], observed, None) == 150
+    assert chain.recommended_seconds(edge, [edge, knative], observed, None) == 300
+    assert chain.recommended_seconds(knative, [edge, knative], chain.Observed(e2e_p99=700.0), 600.0) == 600
+
+
+def test_edge_layers_are_alternatives_not_a_series() -> None:
+    alb = _layer("alb", chain.EDGE, 60.0, role="lb")
+    nginx = _layer("nginx", chain.EDGE, 300.0)
+    mesh = _layer("mesh", chain.MESH, 120.0, role="mesh")
+    unlimited = _layer("mesh", chain.MESH, None, role="mesh")
+    assert chain.undercut(alb, [alb, nginx, mesh]) == [mesh]
+    assert chain.undercut(alb, [alb, unlimited]) == []
+
+
+def test_streaming_note_says_when_streaming_would_not_help() -> None:
+    alb = _layer("AWS ALB idle timeout", chain.EDGE, 60.0, role="lb", kind=chain.IDLE)
+    slow_first_token = chain.Observed(e2e_p99=95.0, ttft_p95=70.0)
+    note = chain.streaming_note(slow_first_token, [alb], chain.Cut504s())
+    assert "streaming would not avoid the cut" in note
+    quick_first_token = chain.Observed(e2e_p99=95.0, ttft_p95=1.2)
+    assert "only non-streamed ones" in chain.streaming_note(quick_first_token, [alb], chain.Cut504s())
