@@ -11,7 +11,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import yaml
+import patchcheck
 from builders import evidence_from_objects, load_yaml
 
 from nbhelpers import kube
@@ -64,16 +64,23 @@ def json_merge_patch(target: Any, patch: Any) -> Any:
 
 
 def apply_patch(objects: list[KubeObject], finding: Finding) -> list[KubeObject]:
-    """The objects with the finding's patch merged into its target (which must be among them)."""
-    assert finding.patch is not None and finding.patch.type == "merge"
-    body = yaml.safe_load(finding.patch.body)
-    assert isinstance(body, dict) and body
-    patched, hit = [], False
-    for obj in objects:
-        if kube.ref(obj) == finding.patch.target:
-            obj, hit = json_merge_patch(obj, body), True
-        patched.append(obj)
-    assert hit, f"patch target {finding.patch.target} is not in the fixture"
+    """The objects with the finding's patch merged into its target, after checking the patch is valid
+    for the target's kind (:func:`assert_valid_patch`)."""
+    patched_target = assert_valid_patch(finding, objects)
+    assert finding.patch is not None
+    return [patched_target if kube.ref(obj) == finding.patch.target else obj for obj in objects]
+
+
+def assert_valid_patch(finding: Finding, objects: list[KubeObject]) -> KubeObject:
+    """The finding's patch target after the patch, checked against DESIGN §4.3: a ``merge`` patch whose YAML
+    body, merged (RFC 7386) into an object the user owns, leaves an object its kind's schema accepts."""
+    assert finding.patch is not None, f"{finding.code} carries no patch"
+    body = patchcheck.merge_patch_body(finding.patch.type, finding.patch.body)
+    target = next((obj for obj in objects if kube.ref(obj) == finding.patch.target), None)
+    assert target is not None, f"{finding.code} patch target {finding.patch.target} is not in the fixture"
+    patchcheck.assert_user_owned(target)
+    patched: KubeObject = json_merge_patch(target, body)
+    patchcheck.assert_valid_object(patched, f"{finding.patch.target} after the {finding.code} patch")
     return patched
 
 
@@ -118,5 +125,10 @@ def rollout(objects: list[KubeObject]) -> list[KubeObject]:
                 if key in live and key not in wanted:
                     rebuilt[key] = live[key]
             containers[index] = rebuilt
+            if predictor.get("volumes"):
+                # Predictor-level volumes join the pod's, replacing those of the same name.
+                declared = {volume["name"] for volume in predictor["volumes"]}
+                kept = [v for v in obj["spec"].get("volumes") or [] if v["name"] not in declared]
+                obj["spec"]["volumes"] = [*kept, *copy.deepcopy(predictor["volumes"])]
         result.append(obj)
     return result

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 import yaml
-from check_cases import apply_patch, codes, evidence_of, load_case, only, serious
+from check_cases import apply_patch, assert_valid_patch, codes, evidence_of, load_case, only, serious
 
 from nbhelpers.checks import endpoints
 from nbhelpers.errors import EvidenceMissing, StepSkipped
@@ -133,6 +133,7 @@ def test_selector_that_matches_no_pod_and_its_patch() -> None:
     assert finding.patch is not None and finding.patch.target == "Service/llm/vllm-llm-api"
     assert yaml.safe_load(finding.patch.body) == {"spec": {"selector": {"app": "isvc.vllm-llm-predictor"}}}
     assert "kubectl patch services vllm-llm-api -n llm --type merge" in finding.remediation
+    assert_valid_patch(finding, objects)
     fixed = endpoints.run(evidence_of(apply_patch(objects, finding)))
     assert "ENDPOINTS_SELECTOR_MISMATCH" not in codes(fixed)
 
@@ -260,6 +261,7 @@ def test_route_for_another_host_and_its_patch() -> None:
     rules = yaml.safe_load(finding.patch.body)["spec"]["rules"]
     assert [rule["host"] for rule in rules] == ["vllm-llm.example.com", "vllm-llm-llm.example.com"]
     assert "&id" not in finding.patch.body  # no YAML aliases in a patch body
+    assert_valid_patch(finding, objects)
     fixed = endpoints.run(evidence_of(apply_patch(objects, finding)))
     assert "ROUTING_HOST_MISMATCH" not in codes(fixed)
 

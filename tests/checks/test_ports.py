@@ -7,7 +7,17 @@ import shlex
 
 import pytest
 import yaml
-from check_cases import apply_patch, codes, evidence_of, json_merge_patch, load_case, only, rollout, serious
+from check_cases import (
+    apply_patch,
+    assert_valid_patch,
+    codes,
+    evidence_of,
+    json_merge_patch,
+    load_case,
+    only,
+    rollout,
+    serious,
+)
 
 from nbhelpers.checks import ports
 from nbhelpers.errors import EvidenceMissing, StepSkipped
@@ -48,6 +58,7 @@ def test_healthy_fixtures_have_no_port_problem(case: str) -> None:
 
 
 def _fixed_after(objects: list[dict], finding, reconcile: bool = True) -> list:
+    assert_valid_patch(finding, objects)
     patched = apply_patch(objects, finding)
     if reconcile:
         patched = rollout(patched)
