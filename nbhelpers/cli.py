@@ -181,6 +181,44 @@ def codes(code: str | None) -> None:
             click.echo(f"explained by: {explained_by or 'nothing'}")
 
 
+@cli.command()
+@click.option(
+    "--model", default="", help="Hugging Face id from the shipped table, e.g. meta-llama/Llama-3.1-8B-Instruct."
+)
+@click.option("--model-config", default="", help="A Hugging Face config.json (explicit head_dim wins).")
+@click.option(
+    "--gpu-memory",
+    default="",
+    help="Memory per GPU as vLLM logs it (total_gpu_memory): 23.58GiB (2^30 bytes) or 24GB (10^9).",
+)
+@click.option("--gpu", default="", help="GPU model from the shipped table, e.g. H100-80GB, A100-40GB, L4.")
+@click.option("--tensor-parallel-size", "-tp", default=1, show_default=True, type=int)
+@click.option("--pipeline-parallel-size", "-pp", default=1, show_default=True, type=int)
+@click.option("--gpu-memory-utilization", default=0.9, show_default=True, type=float)
+@click.option("--dtype", default="auto", show_default=True, help="Weights dtype (auto follows the model).")
+@click.option("--kv-cache-dtype", default="auto", show_default=True, help="auto, fp8, fp8_e4m3, fp8_e5m2 ...")
+@click.option("--max-model-len", default=None, type=int, help="Default: the model's max_position_embeddings.")
+@click.option("--max-num-seqs", default=None, type=int, help="Default: vLLM's default for the GPU and version.")
+@click.option("--max-num-batched-tokens", default=None, type=int, help="Default: vLLM's default (sizes activations).")
+@click.option("--block-size", default=16, show_default=True, type=int)
+@click.option("--weights-gib", default=None, type=float, help="Weights per GPU, from 'Model loading took X GiB'.")
+@click.option("--available-kv-gib", default=None, type=float, help="From 'Available KV cache memory: X GiB' (exact).")
+@click.option("--vllm-version", default="", help="vLLM version (defaults move with it), e.g. 0.10.1.")
+@click.option("--target-concurrency", default=None, type=int, help="Full-length requests that must fit at once.")
+@click.option("--json", "as_json", is_flag=True, help="Print the DESIGN §4.7 keys as JSON.")
+def kvcache(**options: Any) -> None:
+    """vLLM's KV cache for a model on a GPU: tokens, concurrency at full context, whether it fits, flags."""
+    import json
+
+    from nbhelpers.models import kvcache_cli
+
+    report = kvcache_cli.run(options)
+    if options["as_json"]:
+        click.echo(json.dumps(report.contract_json(), indent=2))
+    else:
+        click.echo(kvcache_cli.render(report))
+
+
 def main() -> None:
     """Console entry point: user errors become one line on stderr and exit code 2."""
     try:
