@@ -230,3 +230,41 @@ def _listening_port(server: str, flags: Mapping[str, str]) -> tuple[int | None, 
     if value.isdigit():
         return int(value), f"{shown}={value}"
     return None, f"{shown}={value!r} cannot be resolved from the container spec"
+
+
+# Short spellings that vLLM's engine arguments accept for a few long flags.
+SHORT_FLAG_ALIASES = {"-tp": "tensor-parallel-size", "-pp": "pipeline-parallel-size", "-dp": "data-parallel-size"}
+
+
+def flag_value(command: ServerCommand, name: str) -> str | None:
+    """The value of a flag given long (``--tensor-parallel-size 2``, ``=2``) or short (``-tp 2``, ``-tp=2``).
+
+    The argv is read in order and the last spelling wins, as argparse does.
+    """
+    wanted = normalize_flag(name)
+    value = command.flag(name)
+    if not any(alias == wanted for alias in SHORT_FLAG_ALIASES.values()):
+        return value
+    tokens = list(command.argv)
+    found: str | None = None
+    for index, token in enumerate(tokens):
+        head, separator, tail = token.partition("=")
+        if token.startswith("--"):
+            key = normalize_flag(head)
+        elif head in SHORT_FLAG_ALIASES:
+            key = SHORT_FLAG_ALIASES[head]
+        else:
+            continue
+        if key != wanted:
+            continue
+        if separator:
+            found = tail
+        elif index + 1 < len(tokens) and not tokens[index + 1].startswith("-"):
+            found = tokens[index + 1]
+    return found if found is not None else value
+
+
+def int_flag(command: ServerCommand, name: str) -> int | None:
+    """An integer flag (long or short spelling); None when absent or not a literal integer."""
+    value = flag_value(command, name)
+    return int(value) if value is not None and value.strip().isdigit() else None

@@ -35,10 +35,19 @@ from nbhelpers.scenarios.spec import ScenarioSpec, parse_spec
 from nbhelpers.scenarios.validator import validate_bundle
 from nbhelpers.sources import kinds
 from nbhelpers.sources.bundle import open_bundle
+from nbhelpers.timeutil import parse_k8s_time
 
-SHIPPED = ("port-mismatch", "healthy-serverless")
-# The scenarios' clusters have neither KEDA nor the Gateway API: listing those kinds answers 404.
-NOT_INSTALLED = {"ScaledObject.keda.sh in llm", "HTTPRoute.gateway.networking.k8s.io in llm"}
+SHIPPED = (
+    "port-mismatch",
+    "healthy-serverless",
+    "healthy-raw",
+    "routing-layer-mismatch",
+    "liveness-vs-warmup",
+    "gpu-capacity",
+    "host-oom",
+)
+# Every scenario budget together: generation must stay cheap enough to run on each test session.
+GENERATION_BUDGET_SECONDS = 10.0
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +77,21 @@ def matrix(files: dict[str, bytes], query_id: str) -> list[dict[str, object]]:
 # ---- specs -------------------------------------------------------------------------------------
 
 
+def not_installed(spec: ScenarioSpec) -> set[str]:
+    """The reads a capture records as not installed: the namespaced kinds of the missing CRD groups."""
+    namespaced = {
+        "keda.sh": ["ScaledObject.keda.sh"],
+        "gateway.networking.k8s.io": ["HTTPRoute.gateway.networking.k8s.io"],
+        "networking.istio.io": ["VirtualService.networking.istio.io"],
+    }
+    return {
+        f"{kind} in {spec.isvc.namespace}" for group in spec.cluster.missing_crd_groups for kind in namespaced[group]
+    }
+
+
 def test_shipped_scenarios_are_listed_with_the_default_first_class() -> None:
     specs = {spec.name: spec for spec in list_scenarios()}
-    assert set(SHIPPED) <= set(specs)
+    assert set(SHIPPED) == set(specs)
     assert DEFAULT_SCENARIO == "port-mismatch"
     assert specs["port-mismatch"].symptom == "503"
     assert specs["port-mismatch"].expected_root_causes == ("PORT_MISMATCH", "ENDPOINTS_NONE_READY", "ISVC_NOT_READY")
@@ -105,6 +126,28 @@ def test_spec_errors_name_the_field(old: str, new: str, message: str) -> None:
         variant("port-mismatch", (old, new))
 
 
+@pytest.mark.parametrize(
+    ("name", "old", "new", "message"),
+    [
+        ("liveness-vs-warmup", "initialDelaySeconds: 60", "initialDelaySeconds: 600", "nothing would be killed"),
+        ("host-oom", "memory_limit: 16Gi", "memory_limit: 24Gi", "within the 24Gi limit: nothing would be killed"),
+        ("host-oom", "memory_limit: 16Gi", "memory_limit: lots", "memory_limit must be a Kubernetes quantity"),
+        ("gpu-capacity", "pending_pods: 2", "pending_pods: 3", "pending_pods exceeds min_replicas"),
+        ("routing-layer-mismatch", "ingress: kourier", "ingress: istio", "set cluster.ingress: kourier"),
+        (
+            "routing-layer-mismatch",
+            "[networking.istio.io, keda.sh,",
+            "[keda.sh,",
+            "must list networking.istio.io on a Kourier cluster",
+        ),
+        ("host-oom", "weights_format: pt", "weights_format: gguf", "weights_format is 'gguf'"),
+    ],
+)
+def test_fault_errors_say_why_nothing_would_break(name: str, old: str, new: str, message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        variant(name, (old, new))
+
+
 # ---- generation ----------------------------------------------------------------------------------
 
 
@@ -131,16 +174,25 @@ def test_bundle_is_the_capture_layout_and_reads_back(name: str, bundles: dict[st
     assert set(json.loads(files["metrics/index.json"])) == {query.id for query in catalog.CATALOG}
     evidence = evidence_of(files)
     assert evidence.failures() == ()
-    assert {record.what for record in evidence.not_seen() if record.status == "not_installed"} == NOT_INSTALLED
-    assert evidence.versions == {"kubernetes": "1.31", "vllm": "0.10.1"}
+    assert {record.what for record in evidence.not_seen() if record.status == "not_installed"} == not_installed(spec)
+    ran = any(kube.status(pod).get("containerStatuses") for pod in evidence.of(kinds.POD))
+    versions = {"kubernetes": spec.cluster.kubernetes, **({"vllm": spec.isvc.vllm_version} if ran else {})}
+    assert evidence.versions == versions
     assert evidence.deployment_mode == spec.isvc.deployment_mode
     assert len(evidence.of(kinds.POD)) == spec.isvc.min_replicas
-    assert evidence.logs, "the capture read the predictor's logs"
+    assert bool(evidence.logs) == ran, "the capture reads the logs of every pod that ran a container"
 
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_generated_bundles_pass_the_validator(name: str, bundles: dict[str, dict[str, bytes]]) -> None:
     assert validate_bundle(bundles[name]) == []
+
+
+def test_every_scenario_generates_within_the_budget() -> None:
+    started = time.perf_counter()
+    for spec in list_scenarios():
+        generate(spec)
+    assert time.perf_counter() - started < GENERATION_BUDGET_SECONDS
 
 
 def test_every_catalog_id_has_an_evaluator() -> None:
@@ -216,6 +268,117 @@ def test_scenario_bundle_is_written_once_and_reused(tmp_path: Path) -> None:
     assert (first / "manifest.json").stat().st_mtime_ns == stamp
     assert validate_bundle(first) == []
     assert (first / RAW_METRICS_FILE).read_text().endswith("# EOF\n")
+
+
+def serving_status(pod: dict[str, Any]) -> dict[str, Any]:
+    status: dict[str, Any] = next(c for c in pod["status"]["containerStatuses"] if c["name"] == kube.SERVING_CONTAINER)
+    return status
+
+
+def events_of(evidence: Evidence, reason: str, pod: str) -> list[dict[str, Any]]:
+    return [
+        dict(event) for event in evidence.events if event["reason"] == reason and event["involvedObject"]["name"] == pod
+    ]
+
+
+def test_routing_layer_mismatch_evidence_tells_one_story(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["routing-layer-mismatch"]
+    evidence = evidence_of(files)
+    # The pods are fine and ready; the InferenceService has no status because KServe never got past its ingress.
+    assert all(kube.pod_ready(pod) and kube.restart_count(pod) == 0 for pod in evidence.of(kinds.POD))
+    assert kube.status(evidence.isvc) == {}
+    assert evidence.of(kinds.VIRTUAL_SERVICE) == ()
+    assert evidence.failure("VirtualService.networking.istio.io").status == "not_installed"  # type: ignore[union-attr]
+    config = evidence.config_map("kserve", "inferenceservice-config")
+    assert json.loads(config["data"]["ingress"])["disableIstioVirtualHost"] is False  # type: ignore[index]
+    services = {kube.name(svc): svc for svc in evidence.of(kinds.SERVICE)}
+    assert services["summarizer"]["spec"]["externalName"] == "knative-local-gateway.istio-system.svc.cluster.local"
+    assert services["summarizer-predictor"]["spec"]["externalName"] == (
+        "kourier-internal.kourier-system.svc.cluster.local"
+    )
+    # Client traffic never reaches the engines: no Istio metrics, nothing running, no served requests.
+    assert evidence.metrics["istio_requests_by_code"].status == "empty"
+    running = [float(v) for series in matrix(files, "vllm_running") for _, v in series["values"]]  # type: ignore[union-attr]
+    assert running and max(running) == 0
+    assert evidence.metrics["knative_requests_by_code"].status == "empty"
+
+
+def test_liveness_kills_evidence_tells_one_story(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["liveness-vs-warmup"]
+    evidence = evidence_of(files)
+    liveness = evidence.isvc["spec"]["predictor"]["model"]["livenessProbe"]
+    assert liveness["initialDelaySeconds"] == 60 and "readinessProbe" in evidence.isvc["spec"]["predictor"]["model"]
+    for pod in evidence.of(kinds.POD):
+        name, status = kube.name(pod), serving_status(pod)
+        restarts = status["restartCount"]
+        assert restarts >= 8 and not kube.pod_ready(pod)
+        assert status["lastState"]["terminated"]["exitCode"] == 137
+        assert status["lastState"]["terminated"]["reason"] == "Error"
+        ran = parse_k8s_time(status["lastState"]["terminated"]["finishedAt"]) - parse_k8s_time(  # type: ignore[operator]
+            status["lastState"]["terminated"]["startedAt"]
+        )
+        assert ran.total_seconds() == pytest.approx(60 + 2 * 10 + 30, abs=1)  # third failure, then the grace period
+        (killing,) = events_of(evidence, "Killing", name)
+        # Every run was killed: all of them while the pod waits in back-off, all but the current one otherwise.
+        assert killing["count"] == restarts + (1 if "waiting" in status["state"] else 0)
+        assert killing["message"] == "Container kserve-container failed liveness probe, will be restarted"
+        (unhealthy,) = [e for e in events_of(evidence, "Unhealthy", name) if "Liveness" in e["message"]]
+        assert 3 * killing["count"] <= unhealthy["count"] <= 3 * killing["count"] + 2  # failureThreshold 3 per kill
+        assert events_of(evidence, "BackOff", name)
+    previous = next(log for log in evidence.logs if log.previous)
+    last_line = previous.text.splitlines()[-1]
+    assert re.search(r"Loading safetensors checkpoint shards: +\d+% Completed \| \d+/17 ", last_line)
+    assert "Application startup complete." not in previous.text
+    restarts = {series["metric"]["pod"]: float(series["values"][-1][1]) for series in matrix(files, "pod_restarts")}  # type: ignore[index]
+    assert restarts == {kube.name(pod): float(serving_status(pod)["restartCount"]) for pod in evidence.of(kinds.POD)}
+    reasons = {series["metric"]["reason"] for series in matrix(files, "pod_last_terminated_reason")}  # type: ignore[index]
+    assert reasons == {"Error"}
+    assert evidence.metrics["vllm_running"].status == "empty"  # the engine never served a scrape
+    assert {s["metric"]["response_code"] for s in matrix(files, "istio_requests_by_code")} == {"503"}  # type: ignore[index]
+
+
+def test_gpu_capacity_evidence_tells_one_story(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["gpu-capacity"]
+    evidence = evidence_of(files)
+    nodes = len(evidence.of(kinds.NODE))
+    for pod in evidence.of(kinds.POD):
+        assert pod["status"]["phase"] == "Pending"
+        assert "nodeName" not in pod["spec"] and "podIP" not in pod["status"]
+        assert "containerStatuses" not in pod["status"]
+        (failed,) = events_of(evidence, "FailedScheduling", kube.name(pod))
+        assert failed["message"].startswith(f"0/{nodes} nodes are available: {nodes} Insufficient nvidia.com/gpu.")
+        assert failed["series"]["count"] >= 9 and failed["type"] == "Warning"
+        assert events_of(evidence, "NotTriggerScaleUp", kube.name(pod))
+        assert not events_of(evidence, "Scheduled", kube.name(pod))
+    (endpoints,) = evidence.of(kinds.ENDPOINTS)
+    assert endpoints["subsets"] == []
+    assert evidence.logs == ()
+    for query_id in ("pod_ready", "pod_restarts", "vllm_running", "gpu_fb_used_mib"):
+        assert evidence.metrics[query_id].status == "empty", query_id
+    assert [float(v) for _, v in matrix(files, "deployment_available_replicas")[0]["values"]][-1] == 0  # type: ignore[index]
+
+
+def test_host_oom_evidence_tells_one_story(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["host-oom"]
+    evidence = evidence_of(files)
+    (pod,) = evidence.of(kinds.POD)
+    container = pod["spec"]["containers"][0]
+    assert container["resources"]["limits"]["memory"] == "16Gi"
+    assert "memory" not in evidence.isvc["spec"]["predictor"]["model"]["resources"]["limits"]
+    (runtime,) = evidence.of(kinds.SERVING_RUNTIME)
+    assert runtime["spec"]["containers"][0]["resources"]["limits"]["memory"] == "16Gi"
+    status = serving_status(pod)
+    assert status["lastState"]["terminated"]["reason"] == "OOMKilled"
+    assert status["lastState"]["terminated"]["exitCode"] == 137
+    assert status["state"]["waiting"]["reason"] == "CrashLoopBackOff" and status["restartCount"] >= 5
+    assert not events_of(evidence, "Killing", kube.name(pod))  # the kernel kills, not the kubelet
+    previous = next(log for log in evidence.logs if log.previous)
+    assert "Using model weights format ['*.bin']" in previous.text
+    assert previous.text.splitlines()[-1].endswith(
+        "Loading pt checkpoint shards:  50% Completed | 1/2 [00:32<00:32, 32.19s/it]"
+    )
+    reasons = matrix(files, "pod_last_terminated_reason")
+    assert [series["metric"]["reason"] for series in reasons] == ["OOMKilled"]  # type: ignore[index]
 
 
 # ---- PromQL semantics the answers rest on ---------------------------------------------------------
@@ -320,6 +483,59 @@ def test_validator_catches_2xx_while_nothing_is_ready(bundles: dict[str, dict[st
         '"response_code": "200"',
     )
     assert "metrics istio_requests_by_code: 2xx responses while no predictor pod is ready" in validate_bundle(broken)
+
+
+def edited(files: dict[str, bytes], name: str, change: Callable[[list[dict[str, Any]]], None]) -> dict[str, bytes]:
+    """The bundle with one objects file loaded, changed in place and written back."""
+    documents = list(yaml.safe_load_all(files[name]))
+    change(documents)
+    return {**files, name: yaml.safe_dump_all(documents, sort_keys=False).encode()}
+
+
+def test_validator_catches_an_unscheduled_pod_with_an_ip(bundles: dict[str, dict[str, bytes]]) -> None:
+    def give_ip(pods: list[dict[str, Any]]) -> None:
+        pods[0]["status"]["podIP"] = "10.244.3.3"
+
+    problems = validate_bundle(edited(bundles["gpu-capacity"], "objects/Pod.yaml", give_ip))
+    assert any("no node, yet it has an IP or container statuses" in problem for problem in problems)
+
+
+def test_validator_catches_a_crash_loop_without_restarts(bundles: dict[str, dict[str, bytes]]) -> None:
+    def reset(pods: list[dict[str, Any]]) -> None:
+        pods[0]["status"]["containerStatuses"][0]["restartCount"] = 0
+
+    problems = validate_bundle(edited(bundles["host-oom"], "objects/Pod.yaml", reset))
+    assert any("CrashLoopBackOff without a restart" in problem for problem in problems)
+    assert any("a last termination but restartCount 0" in problem for problem in problems)
+    assert any("previous log, but kserve-container never restarted" in problem for problem in problems)
+    assert any("1 runs (restartCount + 1), but 11 Started events" in problem for problem in problems)
+    assert any("pod_restarts" in problem and "the pod says 0" in problem for problem in problems)
+
+
+def test_validator_catches_a_terminated_reason_kube_state_metrics_never_saw(
+    bundles: dict[str, dict[str, bytes]],
+) -> None:
+    def claim_oom(pods: list[dict[str, Any]]) -> None:
+        for pod in pods:
+            pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["reason"] = "OOMKilled"
+
+    problems = validate_bundle(edited(bundles["liveness-vs-warmup"], "objects/Pod.yaml", claim_oom))
+    assert any("pod_last_terminated_reason" in p and ": Error, the pod says OOMKilled" in p for p in problems)
+
+
+def test_validator_catches_metrics_of_a_pod_that_never_ran(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["gpu-capacity"]
+    pod = next(yaml.safe_load_all(files["objects/Pod.yaml"]))["metadata"]["name"]
+    answer = json.loads(files["metrics/pod_restarts.json"])
+    answer["data"]["result"] = [{"metric": {"pod": pod, "container": "kserve-container"}, "values": [[0, "0"]]}]
+    index = json.loads(files["metrics/index.json"])
+    index["pod_restarts"]["status"] = "ok"
+    broken = {
+        **files,
+        "metrics/pod_restarts.json": json.dumps(answer).encode(),
+        "metrics/index.json": json.dumps(index).encode(),
+    }
+    assert f"metrics pod_restarts: series for pod {pod}, which never ran a container" in validate_bundle(broken)
 
 
 # ---- the answers agree with a real Prometheus over the same raw series -------------------------

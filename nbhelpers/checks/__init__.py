@@ -55,7 +55,12 @@ STEP_BY_ID: dict[str, StepInfo] = {step.id: step for step in STEPS}
 def check_for(step_id: str) -> CheckFunction | None:
     """The ``run`` function of a step's module, or ``None`` while the step is not implemented."""
     # Imported here, not at the top: the check modules import STEP_BY_ID from this module.
-    from nbhelpers.checks import endpoints, ports, timeouts
+    from nbhelpers.checks import endpoints, ports, resources, timeouts
 
-    implemented: dict[str, CheckFunction] = {"endpoints": endpoints.run, "ports": ports.run, "timeouts": timeouts.run}
+    implemented: dict[str, CheckFunction] = {
+        "endpoints": endpoints.run,
+        "ports": ports.run,
+        "resources": resources.run,
+        "timeouts": timeouts.run,
+    }
     return implemented.get(step_id)

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from nbhelpers import kube
+from nbhelpers import kube, quantities
 from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.evidence import Evidence
 from nbhelpers.findings import Patch
@@ -459,3 +459,44 @@ class MutableContainer:
             node = node[step]
         assert isinstance(node, dict)
         return node
+
+
+# --- resources ----------------------------------------------------------------------------------
+
+# Extended resources that hand a device to the container (limit-only: the request equals the limit).
+ACCELERATOR_RESOURCES = frozenset(
+    {
+        "nvidia.com/gpu",
+        "amd.com/gpu",
+        "gpu.intel.com/i915",
+        "gpu.intel.com/xe",
+        "habana.ai/gaudi",
+        "google.com/tpu",
+        "aws.amazon.com/neuron",
+        "aws.amazon.com/neuroncore",
+    }
+)
+
+
+def is_accelerator_resource(name: str) -> bool:
+    """A GPU-like device resource (MIG slices such as ``nvidia.com/mig-1g.10gb`` included)."""
+    return name in ACCELERATOR_RESOURCES or name.startswith("nvidia.com/mig-")
+
+
+def effective_requests(container: Mapping[str, Any]) -> dict[str, Any]:
+    """The container's requests as the API server stores them: a resource with a limit and no request
+    requests its limit (DESIGN §6), so a spec read before defaulting is judged like a live Pod."""
+    resources = container.get("resources") or {}
+    merged = dict(resources.get("limits") or {})
+    merged.update(resources.get("requests") or {})
+    return merged
+
+
+def accelerator_requests(container: Mapping[str, Any]) -> dict[str, int]:
+    """Device resources the container asks for, with their counts (zero counts left out)."""
+    counts: dict[str, int] = {}
+    for name, value in effective_requests(container).items():
+        amount = quantities.try_parse(value)
+        if is_accelerator_resource(str(name)) and amount is not None and amount > 0:
+            counts[str(name)] = int(amount)
+    return counts

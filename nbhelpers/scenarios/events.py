@@ -12,9 +12,21 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from nbhelpers.kube import SERVING_CONTAINER
-from nbhelpers.scenarios.objects import QUEUE_IMAGE, KubeObject
-from nbhelpers.scenarios.state import Plan, PodPlan, make_uid, rng_for
+from nbhelpers.scenarios.objects import QUEUE_IMAGE, KubeObject, unschedulable_message
+from nbhelpers.scenarios.state import Plan, PodPlan, liveness_probe, make_uid, rng_for
 from nbhelpers.timeutil import format_time
+
+
+def _refused(probe: Any, ip: str, default_port: int) -> str:
+    """What the kubelet reports for a probe that finds nothing listening."""
+    for handler in ("httpGet", "tcpSocket"):
+        if handler in probe:
+            port = probe[handler].get("port", default_port)
+            if handler == "httpGet":
+                path = probe[handler].get("path", "/")
+                return f'Get "http://{ip}:{port}{path}": dial tcp {ip}:{port}: connect: connection refused'
+            return f"dial tcp {ip}:{port}: connect: connection refused"
+    return f"dial tcp {ip}:{default_port}: connect: connection refused"
 
 
 def _micro(moment: datetime) -> str:
@@ -62,12 +74,12 @@ class EventBuilder:
         }
         return event
 
-    def scheduled(self, pod: PodPlan, involved: dict[str, Any]) -> KubeObject:
+    def scheduled(self, pod: PodPlan, node: str, involved: dict[str, Any]) -> KubeObject:
         moment = pod.created + timedelta(milliseconds=self.rng.randint(20, 400))
         event = self.event(
             involved,
             "Scheduled",
-            f"Successfully assigned {self.ns}/{pod.name} to {pod.node.name}",
+            f"Successfully assigned {self.ns}/{pod.name} to {node}",
             moment,
             component="default-scheduler",
         )
@@ -77,52 +89,143 @@ class EventBuilder:
         return event
 
     def pod_events(self, pod: PodPlan) -> list[KubeObject]:
-        spec = self.plan.spec
         base = {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid, "resourceVersion": "1"}
-        events = [self.scheduled(pod, base)]
-        containers = [(SERVING_CONTAINER, spec.isvc.image, spec.isvc.image_pull_seconds)]
+        if pod.node is None:
+            return self.unschedulable(pod, base)
+        events = [self.scheduled(pod, pod.node.name, base)]
+        events += self.container_starts(pod, base, SERVING_CONTAINER, self.plan.spec.isvc.image, 0.0)
         if self.plan.serverless:
-            containers.append(("queue-proxy", QUEUE_IMAGE, 0.0))
-        for name, image, pull_seconds in containers:
-            involved = {**base, "fieldPath": f"spec.containers{{{name}}}"}
-            host = pod.node.name
-            started = pod.started + timedelta(milliseconds=150 if name == "queue-proxy" else 0)
-            if pull_seconds > 0:
-                pulling = pod.created + timedelta(seconds=1.5)
-                events.append(self.event(involved, "Pulling", f'Pulling image "{image}"', pulling, host=host))
-                took = (
-                    f"{int(pull_seconds // 60)}m{pull_seconds % 60:.3f}s"
-                    if pull_seconds >= 60
-                    else f"{pull_seconds:.3f}s"
-                )
-                events.append(
-                    self.event(
-                        involved,
-                        "Pulled",
-                        f'Successfully pulled image "{image}" in {took} ({took} including waiting). Image size: 9783216482 bytes.',
-                        pulling + timedelta(seconds=pull_seconds),
-                        host=host,
-                    )
-                )
-            else:
-                events.append(
-                    self.event(
-                        involved,
-                        "Pulled",
-                        f'Container image "{image}" already present on machine',
-                        started - timedelta(seconds=1),
-                        host=host,
-                    )
-                )
-            events.append(
-                self.event(
-                    involved, "Created", f"Created container {name}", started - timedelta(seconds=0.5), host=host
-                )
-            )
-            events.append(self.event(involved, "Started", f"Started container {name}", started, host=host))
+            events += self.container_starts(pod, base, "queue-proxy", QUEUE_IMAGE, 0.15)
         if pod.probe_failures:
             events.append(self.unhealthy(pod, base))
+        if pod.liveness_failures:
+            events += self.liveness(pod, base)
+        if pod.back_offs:
+            involved = {**base, "fieldPath": f"spec.containers{{{SERVING_CONTAINER}}}"}
+            events.append(
+                self.event(
+                    involved,
+                    "BackOff",
+                    f"Back-off restarting failed container {SERVING_CONTAINER} in pod {pod.name}_{self.ns}({pod.uid})",
+                    pod.back_offs[0],
+                    pod.back_offs[-1],
+                    len(pod.back_offs),
+                    True,
+                    host=pod.node.name,
+                )
+            )
         return events
+
+    def container_starts(
+        self, pod: PodPlan, base: dict[str, Any], name: str, image: str, offset: float
+    ) -> list[KubeObject]:
+        """Pulling/Pulled, Created and Started: one aggregated event each, counted over the container's runs."""
+        spec, host = self.plan.spec, pod.node.name if pod.node else ""
+        involved = {**base, "fieldPath": f"spec.containers{{{name}}}"}
+        runs = pod.runs if name == SERVING_CONTAINER else pod.runs[:1]
+        starts = [run.started + timedelta(seconds=offset) for run in runs]
+        events = []
+        pull_seconds = spec.isvc.image_pull_seconds if name == SERVING_CONTAINER else 0.0
+        present = starts
+        if pull_seconds > 0:
+            pulling = pod.created + timedelta(seconds=1.5)
+            events.append(self.event(involved, "Pulling", f'Pulling image "{image}"', pulling, host=host))
+            took = (
+                f"{int(pull_seconds // 60)}m{pull_seconds % 60:.3f}s" if pull_seconds >= 60 else f"{pull_seconds:.3f}s"
+            )
+            events.append(
+                self.event(
+                    involved,
+                    "Pulled",
+                    f'Successfully pulled image "{image}" in {took} ({took} including waiting). Image size: 9783216482 bytes.',
+                    pulling + timedelta(seconds=pull_seconds),
+                    host=host,
+                )
+            )
+            present = starts[1:]
+        if present:
+            events.append(
+                self.event(
+                    involved,
+                    "Pulled",
+                    f'Container image "{image}" already present on machine',
+                    present[0] - timedelta(seconds=1),
+                    present[-1] - timedelta(seconds=1),
+                    len(present),
+                    host=host,
+                )
+            )
+        for reason, shift in (("Created", 0.5), ("Started", 0.0)):
+            events.append(
+                self.event(
+                    involved,
+                    reason,
+                    f"{reason} container {name}",
+                    starts[0] - timedelta(seconds=shift),
+                    starts[-1] - timedelta(seconds=shift),
+                    len(starts),
+                    host=host,
+                )
+            )
+        return events
+
+    def liveness(self, pod: PodPlan, base: dict[str, Any]) -> list[KubeObject]:
+        """Liveness failures on the serving container and, when they reach the threshold, the kubelet's kills."""
+        probe: Any = liveness_probe(self.plan.spec) or {}
+        involved = {**base, "fieldPath": f"spec.containers{{{SERVING_CONTAINER}}}"}
+        host = pod.node.name if pod.node else ""
+        failures = pod.liveness_failures
+        events = [
+            self.event(
+                involved,
+                "Unhealthy",
+                f"Liveness probe failed: {_refused(probe, pod.ip, self.plan.spec.isvc.container_port)}",
+                failures[0],
+                failures[-1],
+                len(failures),
+                True,
+                host=host,
+            )
+        ]
+        kills = [run.killed_at for run in pod.runs if run.killed_at is not None]
+        if kills:
+            events.append(
+                self.event(
+                    involved,
+                    "Killing",
+                    f"Container {SERVING_CONTAINER} failed liveness probe, will be restarted",
+                    kills[0],
+                    kills[-1],
+                    len(kills),
+                    host=host,
+                )
+            )
+        return events
+
+    def unschedulable(self, pod: PodPlan, base: dict[str, Any]) -> list[KubeObject]:
+        """The scheduler's FailedScheduling (events.k8s.io: a series) and the cluster autoscaler's verdict."""
+        attempts = pod.scheduling_attempts
+        message = unschedulable_message(self.plan.spec)
+        failed = self.event(base, "FailedScheduling", message, attempts[0], warning=True, component="default-scheduler")
+        failed.update({"firstTimestamp": None, "lastTimestamp": None, "eventTime": _micro(attempts[0])})
+        failed.pop("count")
+        failed["reportingInstance"] = "default-scheduler-control-plane"
+        failed["action"] = "Scheduling"
+        if len(attempts) > 1:
+            failed["series"] = {"count": len(attempts), "lastObservedTime": _micro(attempts[-1])}
+        first = attempts[0] + timedelta(seconds=11)
+        last = self.plan.spec.timeline.captured_at - timedelta(seconds=self.rng.uniform(5, 40))
+        checks = max(1, int((last - first).total_seconds() // 10) + 1)
+        not_triggered = self.event(
+            base,
+            "NotTriggerScaleUp",
+            "pod didn't trigger scale-up: 1 max node group size reached",
+            first,
+            last,
+            checks,
+            component="cluster-autoscaler",
+        )
+        return [failed, not_triggered]
 
     def unhealthy(self, pod: PodPlan, base: dict[str, Any]) -> KubeObject:
         """The aggregated readiness failures: on kserve-container, or on queue-proxy under Knative."""
@@ -131,18 +234,13 @@ class EventBuilder:
         port = self.plan.probe_port
         if self.plan.serverless:
             container, message = "queue-proxy", "Readiness probe failed: HTTP probe failed with statuscode: 503"
-        elif "httpGet" in probe:
-            path = probe["httpGet"].get("path", "/")
-            container = SERVING_CONTAINER
-            message = f'Readiness probe failed: Get "http://{pod.ip}:{port}{path}": dial tcp {pod.ip}:{port}: connect: connection refused'
         else:
             container = SERVING_CONTAINER
-            message = f"Readiness probe failed: dial tcp {pod.ip}:{port}: connect: connection refused"
+            message = f"Readiness probe failed: {_refused(probe, pod.ip, port)}"
         involved = {**base, "fieldPath": f"spec.containers{{{container}}}"}
         failures = pod.probe_failures
-        return self.event(
-            involved, "Unhealthy", message, failures[0], failures[-1], len(failures), True, host=pod.node.name
-        )
+        host = pod.node.name if pod.node else ""
+        return self.event(involved, "Unhealthy", message, failures[0], failures[-1], len(failures), True, host=host)
 
     def workload_events(self) -> list[KubeObject]:
         plan = self.plan

@@ -111,7 +111,8 @@ def build_objects(scenario: Plan) -> list[KubeObject]:
         if pair is not None:
             objects += list(pair)
     if scenario.serverless:
-        objects += builder.virtual_services() + builder.istio_gateways()
+        if scenario.spec.cluster.ingress == "istio":
+            objects += builder.virtual_services() + builder.istio_gateways()
     else:
         objects.append(builder.ingress())
         if isvc.autoscaler_class == "hpa":
@@ -124,8 +125,16 @@ def build_logs(scenario: Plan, simulation: Simulation) -> dict[tuple[str, str, s
     namespace = scenario.spec.isvc.namespace
     logs = {}
     for pod in scenario.pods:
+        if not pod.runs:
+            continue  # never scheduled: no container, no log
         states = simulation.pod_states.get(pod.name, ())
-        logs[(namespace, pod.name, kube.SERVING_CONTAINER, False)] = vllm_log(scenario, pod, states)
+        # The kubelet serves the running container's log, else the last terminated one's; ``previous`` is
+        # the last terminated container (lastState.terminated): the same run while the pod waits in back-off.
+        terminated = [run for run in pod.runs if run.ended is not None]
+        current = pod.runs[-1]
+        logs[(namespace, pod.name, kube.SERVING_CONTAINER, False)] = vllm_log(scenario, pod, current, states)
+        if terminated:
+            logs[(namespace, pod.name, kube.SERVING_CONTAINER, True)] = vllm_log(scenario, pod, terminated[-1], states)
         if scenario.serverless:
             logs[(namespace, pod.name, "queue-proxy", False)] = queue_proxy_log(scenario, pod)
     return logs

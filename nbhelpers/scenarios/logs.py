@@ -14,7 +14,8 @@ import json
 import random
 from datetime import datetime, timedelta
 
-from nbhelpers.scenarios.state import Plan, PodPlan, flag_value, rng_for
+from nbhelpers.scenarios.spec import Model
+from nbhelpers.scenarios.state import WEIGHTS_SHARE, Plan, PodPlan, Run, flag_value, rng_for, weights_span
 from nbhelpers.scenarios.traffic import TickState
 
 STATS_INTERVAL_SECONDS = 10
@@ -65,19 +66,49 @@ def _non_default_args(plan: Plan) -> str:
     return repr(parsed)
 
 
-def vllm_log(plan: Plan, pod: PodPlan, states: tuple[TickState, ...]) -> str:
+def _clock(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes:02d}:{rest:02d}"
+
+
+def shard_progress(model: Model, start: datetime, end: datetime) -> list[tuple[datetime, str]]:
+    """vLLM's tqdm bar over checkpoint shards, one line per shard (stderr, no logger prefix)."""
+    kind = "safetensors" if model.weights_format == "safetensors" else "pt"
+    per_shard = (end - start).total_seconds() / model.shards
+    lines = [(start, f"Loading {kind} checkpoint shards:   0% Completed | 0/{model.shards} [00:00<?, ?it/s]")]
+    for done in range(1, model.shards + 1):
+        elapsed, left = per_shard * done, per_shard * (model.shards - done)
+        rate = f"{per_shard:.2f}s/it" if per_shard >= 1 else f"{1 / per_shard:5.2f}it/s"
+        lines.append(
+            (
+                start + timedelta(seconds=elapsed),
+                f"Loading {kind} checkpoint shards: {100 * done / model.shards:3.0f}% Completed | "
+                f"{done}/{model.shards} [{_clock(elapsed)}<{_clock(left)}, {rate}]",
+            )
+        )
+    return lines
+
+
+def vllm_log(plan: Plan, pod: PodPlan, run: Run, states: tuple[TickState, ...]) -> str:
+    """One run of the engine: its start-up, then (if it got there) the server and its periodic stats.
+
+    A run that was killed (liveness, OOM) simply stops: neither SIGKILL nor the OOM killer leaves a
+    last word in the container's log.
+    """
     spec, kv = plan.spec, plan.kv
     model = spec.isvc.model
-    rng = rng_for(spec, f"logs:{pod.name}")
-    start = pod.started
-    load = (pod.listening - start).total_seconds()
-    weights_done = start + timedelta(seconds=load * 0.55)
+    rng = rng_for(spec, f"logs:{pod.name}:{run.started.isoformat()}")
+    start = run.started
+    load = pod.load_seconds
+    weights_start, weights_end = weights_span(load)
+    weights_done = start + timedelta(seconds=load * WEIGHTS_SHARE)
     compiled = start + timedelta(seconds=load * 0.7)
     profiled = start + timedelta(seconds=load * 0.78)
     graphs = start + timedelta(seconds=load * 0.95)
     batched = flag_value(plan.args, "--max-num-batched-tokens") or "2048"
     weights_seconds = (weights_done - start).total_seconds() - 18
     host = "0.0.0.0"
+    listening = start + timedelta(seconds=load)
     lines = [
         _vllm(start + timedelta(seconds=2.1), "__init__.py:241", "Automatically detected platform cuda."),
         _vllm(
@@ -107,7 +138,14 @@ def vllm_log(plan: Plan, pod: PodPlan, states: tuple[TickState, ...]) -> str:
         _vllm(start + timedelta(seconds=17.9), "gpu_model_runner.py:1953", f"Starting to load model {model.id}..."),
         _vllm(start + timedelta(seconds=18.0), "gpu_model_runner.py:1985", "Loading model from scratch..."),
         _vllm(start + timedelta(seconds=18.1), "cuda.py:328", "Using Flash Attention backend on V1 engine."),
-        _vllm(start + timedelta(seconds=18.6), "weight_utils.py:296", "Using model weights format ['*.safetensors']"),
+        _vllm(
+            start + timedelta(seconds=weights_start),
+            "weight_utils.py:296",
+            f"Using model weights format ['*.{'safetensors' if model.weights_format == 'safetensors' else 'bin'}']",
+        ),
+        *shard_progress(
+            model, start + timedelta(seconds=weights_start + 0.05), start + timedelta(seconds=weights_end - 0.05)
+        ),
         _vllm(
             weights_done - timedelta(seconds=0.6),
             "default_loader.py:262",
@@ -139,24 +177,26 @@ def vllm_log(plan: Plan, pod: PodPlan, states: tuple[TickState, ...]) -> str:
             f"init engine (profile, create kv cache, warmup model) took {(graphs - weights_done).total_seconds():.2f} seconds",
         ),
         _vllm(
-            pod.listening - timedelta(seconds=0.8),
+            listening - timedelta(seconds=0.8),
             "loggers.py:142",
             f"Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: {kv.num_blocks}",
         ),
-        _vllm(pod.listening - timedelta(seconds=0.4), "api_server.py:1611", "Supported_tasks: ['generate']"),
-        _vllm(pod.listening, "api_server.py:1880", f"Starting vLLM API server 0 on http://{host}:{plan.listen_port}"),
-        _vllm(pod.listening, "launcher.py:36", "Available routes are:"),
+        _vllm(listening - timedelta(seconds=0.4), "api_server.py:1611", "Supported_tasks: ['generate']"),
+        _vllm(listening, "api_server.py:1880", f"Starting vLLM API server 0 on http://{host}:{plan.listen_port}"),
+        _vllm(listening, "launcher.py:36", "Available routes are:"),
     ]
-    lines.extend(
-        _vllm(pod.listening, "launcher.py:44", f"Route: {route}, Methods: {_methods(route)}") for route in ROUTES
-    )
-    started = pod.listening + timedelta(seconds=0.2)
+    lines.extend(_vllm(listening, "launcher.py:44", f"Route: {route}, Methods: {_methods(route)}") for route in ROUTES)
+    started = listening + timedelta(seconds=0.2)
     lines.extend(
         (started, f"INFO:     {text}")
         for text in ("Started server process [1]", "Waiting for application startup.", "Application startup complete.")
     )
-    lines.extend(_stats_lines(pod, states, spec.timeline.captured_at, plan.kv.max_num_seqs, rng))
-    return "".join(f"{kubelet_stamp(moment)} {text}\n" for moment, text in lines)
+    # A liveness kill interrupts the API server at once (its SIGTERM handler stops the start-up); the engine
+    # process, blocked in loading, holds the container until the kubelet's SIGKILL after the grace period.
+    end = run.killed_at or run.ended or spec.timeline.captured_at
+    if pod.listening is not None and run.ended is None:
+        lines.extend(_stats_lines(pod.listening, states, end, plan.kv.max_num_seqs, rng))
+    return "".join(f"{kubelet_stamp(moment)} {text}\n" for moment, text in lines if moment < end)
 
 
 def _methods(route: str) -> str:
@@ -166,7 +206,7 @@ def _methods(route: str) -> str:
 
 
 def _stats_lines(
-    pod: PodPlan, states: tuple[TickState, ...], end: datetime, ceiling: int, rng: random.Random
+    listening: datetime, states: tuple[TickState, ...], end: datetime, ceiling: int, rng: random.Random
 ) -> list[tuple[datetime, str]]:
     """vLLM's periodic engine stats, logged every 10 s while the engine has work.
 
@@ -174,7 +214,7 @@ def _stats_lines(
     state with the small drift the engine shows between two scrapes.
     """
     lines = []
-    moment = pod.listening + timedelta(seconds=STATS_INTERVAL_SECONDS)
+    moment = listening + timedelta(seconds=STATS_INTERVAL_SECONDS)
     index = -1
     while moment < end:
         while index + 1 < len(states) and states[index + 1].at <= moment:

@@ -8,6 +8,12 @@ VirtualServices and Gateways. RawDeployment: InferenceService, Deployment,
 ReplicaSet, pods, Service and (class hpa) HPA ``<isvc>-predictor``, Ingress.
 Both: the ServingRuntime, GPU nodes, APIServices, the KServe and Knative
 config maps, and the metrics-server behind ``metrics.k8s.io``.
+
+Pods follow their plan: Pending with only the scheduler's condition when no
+node fits; Running with a container in CrashLoopBackOff (and its last
+termination) when it keeps being killed. On a Kourier cluster there are no
+Istio objects at all; KServe's ``<isvc>`` ExternalName Service exists whenever
+KServe expects a VirtualService and the predictor became ready.
 """
 
 from __future__ import annotations
@@ -17,8 +23,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from nbhelpers.kube import AUTOSCALER_CLASS_ANNOTATION, DEPLOYMENT_MODE_ANNOTATION, ISVC_LABEL, SERVING_CONTAINER
-from nbhelpers.scenarios.spec import GpuNode
-from nbhelpers.scenarios.state import Plan, PodPlan, make_uid, rng_for
+from nbhelpers.scenarios.spec import GpuNode, ScenarioSpec
+from nbhelpers.scenarios.state import (
+    Plan,
+    PodPlan,
+    Run,
+    declared_resources,
+    effective_resources,
+    liveness_probe,
+    make_uid,
+    restart_back_off,
+    rng_for,
+)
 from nbhelpers.timeutil import format_time
 
 KubeObject = dict[str, Any]
@@ -26,6 +42,8 @@ KNATIVE_SYSTEM = "knative-serving"
 KSERVE_SYSTEM = "kserve"
 INGRESS_DOMAIN = "example.com"
 QUEUE_PORT = 8012
+ISTIO_LOCAL_GATEWAY = "knative-local-gateway.istio-system.svc.cluster.local"
+KOURIER_INTERNAL = "kourier-internal.kourier-system.svc.cluster.local"
 QUEUE_IMAGE = "gcr.io/knative-releases/knative.dev/serving/cmd/queue:v1.15.2"
 
 
@@ -109,7 +127,11 @@ class ObjectBuilder:
         return labels
 
     def serving_container(self, for_pod: bool) -> KubeObject:
-        """The kserve-container as the pod runs it (Knative moves the readiness probe into queue-proxy)."""
+        """The kserve-container as the pod runs it (Knative moves the readiness probe into queue-proxy).
+
+        With ``for_pod`` False it is the ServingRuntime's template: the probes only when the owner
+        declared them there, and the runtime's default resources.
+        """
         isvc = self.isvc
         container: KubeObject = {
             "name": SERVING_CONTAINER,
@@ -124,7 +146,7 @@ class ObjectBuilder:
                 {"name": "HF_HOME", "value": "/models-cache"},
                 {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},
             ],
-            "resources": json.loads(json.dumps(isvc.resources)),
+            "resources": effective_resources(self.spec) if for_pod else declared_resources(self.spec)[1],
             "volumeMounts": [
                 {"name": "dshm", "mountPath": "/dev/shm"},
                 {"name": "models-cache", "mountPath": "/models-cache"},
@@ -132,9 +154,11 @@ class ObjectBuilder:
             "terminationMessagePath": "/dev/termination-log",
             "terminationMessagePolicy": "FallbackToLogsOnError",
         }
-        if isvc.liveness_probe:
-            container["livenessProbe"] = _probe(isvc.liveness_probe)
-        if isvc.readiness_probe and not (self.plan.serverless and for_pod):
+        probes_here = for_pod or isvc.probes_in == "runtime"
+        liveness = liveness_probe(self.spec)
+        if liveness and probes_here:
+            container["livenessProbe"] = _probe(liveness)
+        if isvc.readiness_probe and probes_here and not (self.plan.serverless and for_pod):
             container["readinessProbe"] = _probe(isvc.readiness_probe)
         if self.plan.serverless and for_pod:
             container["env"].append({"name": "PORT", "value": str(isvc.container_port)})
@@ -200,7 +224,7 @@ class ObjectBuilder:
             ],
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
             "restartPolicy": "Always",
-            "terminationGracePeriodSeconds": 300 if self.plan.serverless else 30,
+            "terminationGracePeriodSeconds": self.plan.grace_seconds,
             "serviceAccountName": "default",
             "enableServiceLinks": False,
             "dnsPolicy": "ClusterFirst",
@@ -220,9 +244,15 @@ class ObjectBuilder:
             "model": {
                 "modelFormat": {"name": "vLLM" if isvc.server == "vllm" else "huggingface"},
                 "runtime": isvc.runtime_name,
-                "resources": json.loads(json.dumps(isvc.resources)),
+                "resources": declared_resources(self.spec)[0],
             },
         }
+        if isvc.probes_in == "isvc":
+            liveness = liveness_probe(self.spec)
+            if isvc.readiness_probe:
+                predictor["model"]["readinessProbe"] = json.loads(json.dumps(isvc.readiness_probe))
+            if liveness:
+                predictor["model"]["livenessProbe"] = json.loads(json.dumps(liveness))
         if isvc.scale_target is not None:
             predictor["scaleTarget"] = isvc.scale_target
             predictor["scaleMetric"] = "concurrency" if plan.serverless else "cpu"
@@ -255,6 +285,12 @@ class ObjectBuilder:
             }
         else:
             status["components"] = {"predictor": {"url": f"http://{isvc.name}-predictor-{self.ns}.{INGRESS_DOMAIN}"}}
+        if not plan.routed:
+            # KServe fails its ingress reconcile (the VirtualService kind does not exist) and returns before
+            # it writes the status: no conditions, no URL (kserve/kserve#4984).
+            status = {}
+        elif plan.serverless and not plan.expects_virtual_service:
+            status["url"] = status["components"]["predictor"]["url"]  # disableIstioVirtualHost: the ksvc URL
         return {
             "apiVersion": "serving.kserve.io/v1beta1",
             "kind": "InferenceService",
@@ -304,7 +340,8 @@ class ObjectBuilder:
         container = self.serving_container(for_pod=False)
         container.pop("terminationMessagePath")
         container.pop("terminationMessagePolicy")
-        container.pop("resources")
+        if not container["resources"]:
+            container.pop("resources")
         return {
             "apiVersion": "serving.kserve.io/v1alpha1",
             "kind": "ServingRuntime",
@@ -573,22 +610,27 @@ class ObjectBuilder:
 
     def pod(self, pod: PodPlan) -> KubeObject:
         plan = self.plan
-        ready = pod.ready(self.captured)
         labels = {**self.predictor_labels(), "pod-template-hash": pod.template_hash}
         owner = _owner("apps/v1", "ReplicaSet", plan.replica_set, plan.uids["replicaset"])
         spec = self.pod_spec(for_pod=True)
+        metadata = _meta(
+            pod.name, self.ns, pod.uid, pod.created, labels, self._pod_annotations(), [owner], generation=None
+        )
+        if pod.node is None:
+            return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": self._pending(pod)}
         spec["nodeName"] = pod.node.name
+        ready = pod.ready(self.captured)
         scheduled = pod.created + timedelta(seconds=1)
-        ready_time = pod.ready_at or pod.started
-        statuses = [self._container_status(SERVING_CONTAINER, self.isvc.image, pod, ready)]
+        # Ready turns False when the kubelet first reports the pod, True when the probe first passes.
+        ready_time = pod.ready_at or scheduled + timedelta(seconds=1)
+        statuses = [self._serving_status(pod, ready)]
         if plan.serverless:
-            statuses.append(self._container_status("queue-proxy", QUEUE_IMAGE, pod, ready))
+            queue_state = {"running": {"startedAt": _at(pod.started + timedelta(milliseconds=150))}}
+            statuses.append(self._container_status("queue-proxy", QUEUE_IMAGE, queue_state, ready))
         return {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": _meta(
-                pod.name, self.ns, pod.uid, pod.created, labels, self._pod_annotations(), [owner], generation=None
-            ),
+            "metadata": metadata,
             "spec": spec,
             "status": {
                 "phase": "Running",
@@ -616,32 +658,117 @@ class ObjectBuilder:
                 "podIP": pod.ip,
                 "podIPs": [{"ip": pod.ip}],
                 "startTime": _at(scheduled),
-                "qosClass": "Burstable",
+                "qosClass": self._qos_class(),
                 "containerStatuses": statuses,
             },
         }
+
+    def _pending(self, pod: PodPlan) -> KubeObject:
+        """An unschedulable pod: only the scheduler has written to its status."""
+        first = pod.scheduling_attempts[0] if pod.scheduling_attempts else pod.created
+        return {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    **_condition("PodScheduled", False, first, "Unschedulable", unschedulable_message(self.spec)),
+                    "lastProbeTime": None,
+                }
+            ],
+            "qosClass": self._qos_class(),
+        }
+
+    def _qos_class(self) -> str:
+        resources = effective_resources(self.spec)
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        guaranteed = all(requests.get(name) == limits.get(name) for name in ("cpu", "memory")) and {
+            "cpu",
+            "memory",
+        } <= set(limits)
+        return "Guaranteed" if guaranteed and not self.plan.serverless else "Burstable"
 
     def _not_ready_message(self) -> str:
         names = "[kserve-container queue-proxy]" if self.plan.serverless else "[kserve-container]"
         return f"containers with unready status: {names}"
 
-    def _container_status(self, name: str, image: str, pod: PodPlan, ready: bool) -> KubeObject:
+    def _container_id(self) -> str:
+        return f"containerd://{self.rng.getrandbits(256):064x}"
+
+    def _serving_status(self, pod: PodPlan, ready: bool) -> KubeObject:
+        last = pod.last_termination(self.captured)
+        if pod.crash_looping:
+            delay = restart_back_off(len(pod.runs))
+            waiting = {
+                "reason": "CrashLoopBackOff",
+                "message": f"back-off {_go_duration(delay)} restarting failed container={SERVING_CONTAINER} "
+                f"pod={pod.name}_{self.ns}({pod.uid})",
+            }
+            state: KubeObject = {"waiting": waiting}
+        else:
+            state = {"running": {"startedAt": _at(pod.runs[-1].started)}}
+        return self._container_status(SERVING_CONTAINER, self.isvc.image, state, ready, pod.restart_count, last)
+
+    def _container_status(
+        self, name: str, image: str, state: KubeObject, ready: bool, restarts: int = 0, last: Run | None = None
+    ) -> KubeObject:
+        """A container status; a waiting container still names its last container's ID, as the kubelet does."""
+        container_id = self._container_id()
+        last_state: KubeObject = {}
+        if last is not None and last.ended is not None:
+            last_id = container_id if "waiting" in state else self._container_id()
+            last_state = {
+                "terminated": {
+                    "exitCode": last.exit_code,
+                    "reason": last.reason,
+                    "startedAt": _at(last.started),
+                    "finishedAt": _at(last.ended),
+                    "containerID": last_id,
+                }
+            }
         return {
             "name": name,
             "image": image,
             "imageID": f"docker.io/{image}@sha256:{self.rng.getrandbits(256):064x}",
-            "containerID": f"containerd://{self.rng.getrandbits(256):064x}",
+            "containerID": container_id,
             "ready": ready,
-            "started": True,
-            "restartCount": 0,
-            "lastState": {},
-            "state": {"running": {"startedAt": _at(pod.started)}},
+            "started": "running" in state,
+            "restartCount": restarts,
+            "lastState": last_state,
+            "state": state,
         }
 
     # ---- Services, Endpoints, EndpointSlices ---------------------------------------------------
 
     def services(self) -> list[KubeObject]:
-        return self._knative_services() if self.plan.serverless else [self._raw_service()]
+        if not self.plan.serverless:
+            return [self._raw_service()]
+        services = self._knative_services()
+        ready_since = min(
+            (pod.ready_at for pod in self.plan.pods if pod.ready(self.captured) and pod.ready_at), default=None
+        )
+        if self.plan.expects_virtual_service and ready_since is not None:
+            services.append(self._isvc_external_service(ready_since + timedelta(seconds=2)))
+        return services
+
+    def _isvc_external_service(self, created: datetime) -> KubeObject:
+        """KServe's ``<isvc>`` Service: an ExternalName pointing at Istio's local gateway, for in-cluster callers.
+
+        KServe creates it just before the VirtualService, so it exists even when the VirtualService cannot.
+        """
+        owner = _owner("serving.kserve.io/v1beta1", "InferenceService", self.isvc.name, self.plan.uids["isvc"])
+        return {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": _meta(
+                self.isvc.name,
+                self.ns,
+                make_uid(self.rng),
+                created,
+                owners=[owner],
+                generation=None,
+            ),
+            "spec": {"type": "ExternalName", "externalName": ISTIO_LOCAL_GATEWAY, "sessionAffinity": "None"},
+            "status": {"loadBalancer": {}},
+        }
 
     def _raw_service(self) -> KubeObject:
         name = f"{self.isvc.name}-predictor"
@@ -698,7 +825,7 @@ class ObjectBuilder:
             ),
             "spec": {
                 "type": "ExternalName",
-                "externalName": "knative-local-gateway.istio-system.svc.cluster.local",
+                "externalName": KOURIER_INTERNAL if self.spec.cluster.ingress == "kourier" else ISTIO_LOCAL_GATEWAY,
                 "ports": [{"name": "http2", "port": 80, "protocol": "TCP", "targetPort": 80}],
                 "sessionAffinity": "None",
             },
@@ -765,7 +892,9 @@ class ObjectBuilder:
         meta = service["metadata"]
         if spec.get("selector"):
             members = [
-                (pod.ip, pod.name, pod.node.name, pod.uid, self.ns, pod.ready(self.captured)) for pod in self.plan.pods
+                (pod.ip, pod.name, pod.node.name, pod.uid, self.ns, pod.ready(self.captured))
+                for pod in self.plan.pods
+                if pod.node is not None  # an unscheduled pod has no IP: it is in no endpoint list
             ]
         else:
             members = [(ip, name, "", "", KNATIVE_SYSTEM, True) for ip, name in activators]
@@ -780,7 +909,7 @@ class ObjectBuilder:
             subset["addresses"] = [_address(*member[:5]) for member in ready]
         if not_ready:
             subset["notReadyAddresses"] = [_address(*member[:5]) for member in not_ready]
-        changed = max([pod.ready_at or pod.started for pod in self.plan.pods] + [self.deployed])
+        changed = max([pod.ready_at or pod.created for pod in self.plan.pods] + [self.deployed])
         endpoints = {
             "apiVersion": "v1",
             "kind": "Endpoints",
@@ -1190,12 +1319,14 @@ class ObjectBuilder:
                     {
                         "ingressGateway": "knative-serving/knative-ingress-gateway",
                         "localGateway": "knative-serving/knative-local-gateway",
-                        "localGatewayService": "knative-local-gateway.istio-system.svc.cluster.local",
+                        "localGatewayService": ISTIO_LOCAL_GATEWAY,
                         "ingressDomain": INGRESS_DOMAIN,
-                        "ingressClassName": self.spec.cluster.ingress,
+                        "ingressClassName": "istio"
+                        if self.spec.cluster.ingress == "kourier"
+                        else self.spec.cluster.ingress,
                         "domainTemplate": "{{ .Name }}-{{ .Namespace }}.{{ .IngressDomain }}",
                         "urlScheme": "http",
-                        "disableIstioVirtualHost": False,
+                        "disableIstioVirtualHost": self.plan.serverless and not self.plan.expects_virtual_service,
                     },
                     sort_keys=True,
                 ),
@@ -1236,6 +1367,21 @@ def _probe(probe: Any) -> KubeObject:
     if "httpGet" in filled:
         filled["httpGet"] = {"scheme": "HTTP", **filled["httpGet"]}
     return filled
+
+
+def unschedulable_message(spec: ScenarioSpec) -> str:
+    """The scheduler's verdict when every GPU node is full (Kubernetes 1.27+ wording, preemption included)."""
+    nodes = len(spec.cluster.nodes)
+    return (
+        f"0/{nodes} nodes are available: {nodes} Insufficient nvidia.com/gpu. preemption: 0/{nodes} nodes are "
+        f"available: {nodes} No preemption victims found for incoming pod."
+    )
+
+
+def _go_duration(seconds: float) -> str:
+    """A duration as Go prints it: ``40s``, ``2m40s``, ``5m0s``."""
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}m{rest}s" if minutes else f"{rest}s"
 
 
 def _node_ip(node: GpuNode) -> str:

@@ -10,14 +10,17 @@ evidence can never contradict itself.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes.utils.quantity import parse_quantity
 
 from nbhelpers.errors import RunbookError
 from nbhelpers.findings import CATALOG
@@ -27,9 +30,29 @@ SYMPTOMS = ("503", "504", "OOM", "HPA not scaling", "none")
 DEPLOYMENT_MODES = ("Serverless", "RawDeployment")
 SERVER_KINDS = ("vllm", "huggingfaceserver")
 AUTOSCALER_CLASSES = ("kpa", "hpa", "none")
-FAULT_TYPES = ("port_mismatch",)
+INGRESSES = ("istio", "nginx", "kourier")
+# Faults and their parameters (each must break something in its spec, else the spec is refused):
+# - port_mismatch (listen_port): the server is told to listen elsewhere than the container port.
+# - routing_layer_mismatch: KServe keeps asking for an Istio VirtualService on a Kourier cluster.
+# - liveness_kills_during_load (liveness_probe): a liveness probe whose budget is shorter than the load.
+# - gpu_unschedulable (pending_pods, default all): that many replicas find no node with free GPUs.
+# - host_oomkilled (memory_limit, set_in runtime|isvc): a memory limit below what loading the weights takes.
+FAULT_TYPES = (
+    "port_mismatch",
+    "routing_layer_mismatch",
+    "liveness_kills_during_load",
+    "gpu_unschedulable",
+    "host_oomkilled",
+)
+WEIGHT_FORMATS = ("safetensors", "pt")
+# Where the owner declared something: the ServingRuntime's container or the InferenceService.
+DECLARED_IN = ("runtime", "isvc")
 # The port each server listens on when no flag says otherwise (DESIGN §6).
 SERVER_PORT_FLAGS = {"vllm": ("--port", 8000), "huggingfaceserver": ("--http_port", 8080)}
+# Host memory a vLLM process holds before it reads any weight: Python, torch, the CUDA context, the tokenizer.
+RUNTIME_HOST_GIB = 5.5
+# Hugging Face's default shard size for safetensors exports (max_shard_size="5GB").
+SAFETENSORS_SHARD_GIB = 4.66
 
 
 class ScenarioError(RunbookError):
@@ -66,7 +89,7 @@ class GpuNode:
 class Cluster:
     kubernetes: str
     knative: str
-    ingress: str  # istio | nginx
+    ingress: str  # istio | nginx | kourier (Knative's own gateway, no Istio)
     nodes: tuple[GpuNode, ...]
     missing_crd_groups: tuple[str, ...]
 
@@ -84,6 +107,20 @@ class Model:
     weights_gib: float
     activation_gib: float
     load_seconds: float
+    weights_format: str  # safetensors | pt (PyTorch .bin pickles, read whole into host memory)
+    shards: int
+
+    @property
+    def host_load_gib(self) -> float:
+        """Host memory the loader peaks at: the runtime itself plus the checkpoint shards it holds at once.
+
+        safetensors shards are memory-mapped and copied tensor by tensor (one shard's pages at a time);
+        ``torch.load`` reads a whole .bin shard into memory, and the previous one is still referenced
+        when the next is read.
+        """
+        shard_gib = self.weights_gib / self.shards
+        held = 1 if self.weights_format == "safetensors" else min(2, self.shards)
+        return RUNTIME_HOST_GIB + shard_gib * held
 
 
 @dataclass(frozen=True)
@@ -104,7 +141,9 @@ class Isvc:
     container_port: int
     readiness_probe: Mapping[str, Any] | None
     liveness_probe: Mapping[str, Any] | None
+    probes_in: str  # runtime | isvc: where the owner declared the probes (the pod has them either way)
     resources: Mapping[str, Any]
+    runtime_resources: Mapping[str, Any]  # the ServingRuntime container's defaults, merged under ``resources``
     image_pull_seconds: float
 
 
@@ -291,7 +330,7 @@ def _cluster(fields: _Fields) -> Cluster:
     return Cluster(
         kubernetes=fields.text("kubernetes"),
         knative=fields.text("knative", ""),
-        ingress=fields.choice("ingress", ("istio", "nginx")),
+        ingress=fields.choice("ingress", INGRESSES),
         nodes=nodes,
         missing_crd_groups=tuple(str(group) for group in fields.items("missing_crd_groups")),
     )
@@ -299,6 +338,10 @@ def _cluster(fields: _Fields) -> Cluster:
 
 def _model(fields: _Fields) -> Model:
     model_id = fields.text("id")
+    weights_gib = fields.number("weights_gib")
+    shards = fields.integer("shards", max(1, math.ceil(weights_gib / SAFETENSORS_SHARD_GIB)))
+    if shards < 1:
+        raise fields.fail("shards", "must be at least 1")
     return Model(
         id=model_id,
         served_name=fields.text("served_name", model_id),
@@ -306,9 +349,11 @@ def _model(fields: _Fields) -> Model:
         kv_heads=fields.integer("kv_heads"),
         head_dim=fields.integer("head_dim"),
         dtype_bytes=fields.integer("dtype_bytes"),
-        weights_gib=fields.number("weights_gib"),
+        weights_gib=weights_gib,
         activation_gib=fields.number("activation_gib"),
         load_seconds=fields.number("load_seconds"),
+        weights_format=fields.choice("weights_format", WEIGHT_FORMATS, "safetensors"),
+        shards=shards,
     )
 
 
@@ -334,7 +379,9 @@ def _isvc(fields: _Fields) -> Isvc:
         container_port=fields.integer("container_port"),
         readiness_probe=fields.optional_mapping("readiness_probe"),
         liveness_probe=fields.optional_mapping("liveness_probe"),
+        probes_in=fields.choice("probes_in", DECLARED_IN, "runtime"),
         resources=resources,
+        runtime_resources=fields.optional_mapping("runtime_resources") or {},
         image_pull_seconds=fields.number("image_pull_seconds", 0.0),
     )
 
@@ -344,7 +391,32 @@ def _fault(fields: _Fields) -> Fault:
     params = {key: value for key, value in fields.raw.items() if key != "type"}
     if fault_type == "port_mismatch":
         fields.integer("listen_port")
+    elif fault_type == "liveness_kills_during_load":
+        if fields.optional_mapping("liveness_probe") is None:
+            raise fields.fail("liveness_probe", "is required (the liveness probe the change added)")
+    elif fault_type == "gpu_unschedulable":
+        if "pending_pods" in fields.raw and fields.integer("pending_pods") < 1:
+            raise fields.fail("pending_pods", "must be at least 1")
+    elif fault_type == "host_oomkilled":
+        try:
+            params["memory_limit_gib"] = quantity_gib(fields.text("memory_limit"))
+        except ValueError:
+            raise fields.fail("memory_limit", "must be a Kubernetes quantity such as 16Gi") from None
+        fields.choice("set_in", DECLARED_IN, "runtime")
     return Fault(fault_type, params)
+
+
+def quantity_gib(quantity: str) -> float:
+    """A memory quantity ("16Gi", "20G") in GiB; ``ValueError`` when it is not a quantity."""
+    value: Decimal = parse_quantity(quantity)  # type: ignore[no-untyped-call]
+    return float(value) / 2**30
+
+
+def probe_budget_seconds(probe: Mapping[str, Any]) -> float:
+    """How long a probe tolerates a silent server before it acts: initial delay + period x threshold."""
+    return float(probe.get("initialDelaySeconds", 0)) + float(probe.get("periodSeconds", 10)) * float(
+        probe.get("failureThreshold", 3)
+    )
 
 
 def _traffic(fields: _Fields) -> Traffic:
@@ -374,6 +446,40 @@ def _check_consistency(spec: ScenarioSpec, top: _Fields) -> None:
     unknown = [code for code in spec.expected_root_causes if code not in CATALOG]
     if unknown:
         raise top.fail("expected_root_causes", f"holds unknown codes: {', '.join(unknown)}")
+    if spec.cluster.ingress == "kourier":
+        if isvc.deployment_mode != "Serverless":
+            raise top.fail("cluster.ingress", "kourier is Knative's gateway: it needs the Serverless deployment mode")
+        if "networking.istio.io" not in spec.cluster.missing_crd_groups:
+            raise top.fail("cluster.missing_crd_groups", "must list networking.istio.io on a Kourier cluster")
+    if len(spec.faults) != len({fault.type for fault in spec.faults}):
+        raise top.fail("faults", "names a fault type twice")
     for fault in spec.faults:
-        if fault.type == "port_mismatch" and int(fault.params["listen_port"]) == isvc.container_port:
-            raise top.fail("faults", "port_mismatch: listen_port equals container_port, nothing would break")
+        _check_fault(spec, fault, top)
+
+
+def _check_fault(spec: ScenarioSpec, fault: Fault, top: _Fields) -> None:
+    """A fault must break something in this spec: a fault that changes nothing is a spec error."""
+    isvc, params = spec.isvc, fault.params
+    if fault.type == "port_mismatch" and int(params["listen_port"]) == isvc.container_port:
+        raise top.fail("faults", "port_mismatch: listen_port equals container_port, nothing would break")
+    if fault.type == "routing_layer_mismatch" and spec.cluster.ingress != "kourier":
+        raise top.fail(
+            "faults",
+            "routing_layer_mismatch: models KServe expecting Istio on a Kourier cluster; set cluster.ingress: kourier",
+        )
+    if fault.type == "liveness_kills_during_load":
+        budget = probe_budget_seconds(params["liveness_probe"])
+        if budget >= isvc.model.load_seconds * 0.95:
+            raise top.fail(
+                "faults",
+                f"liveness_kills_during_load: the probe allows {budget:g} s, the model loads in "
+                f"{isvc.model.load_seconds:g} s: nothing would be killed",
+            )
+    if fault.type == "gpu_unschedulable" and int(params.get("pending_pods", isvc.min_replicas)) > isvc.min_replicas:
+        raise top.fail("faults", "gpu_unschedulable: pending_pods exceeds min_replicas")
+    if fault.type == "host_oomkilled" and params["memory_limit_gib"] >= isvc.model.host_load_gib:
+        raise top.fail(
+            "faults",
+            f"host_oomkilled: loading needs about {isvc.model.host_load_gib:.1f} GiB of host memory, "
+            f"within the {params['memory_limit']} limit: nothing would be killed",
+        )

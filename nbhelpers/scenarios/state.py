@@ -6,14 +6,22 @@ from this one plan, so the pieces agree with each other by construction.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from nbhelpers.scenarios.spec import SERVER_PORT_FLAGS, GpuNode, ScenarioSpec
+from nbhelpers.scenarios.spec import (
+    RUNTIME_HOST_GIB,
+    SERVER_PORT_FLAGS,
+    GpuNode,
+    ScenarioSpec,
+    quantity_gib,
+)
 
 BLOCK_SIZE = 16
 # Kubernetes' alphabet for generated name suffixes and pod-template hashes (no vowels, no look-alikes).
@@ -80,22 +88,73 @@ class KvCache:
 
 
 @dataclass(frozen=True)
+class Run:
+    """One run of the serving container, from its start to its end (``ended`` None: running at capture)."""
+
+    started: datetime
+    ended: datetime | None
+    reason: str = ""  # why it ended: Error (killed after failing liveness) | OOMKilled
+    exit_code: int = 0
+    killed_at: datetime | None = None  # the kubelet's liveness kill, ``grace`` before ``ended``
+
+    def active(self, moment: datetime) -> bool:
+        return self.started <= moment and (self.ended is None or moment < self.ended)
+
+
+@dataclass(frozen=True)
 class PodPlan:
-    """One predictor pod's life: when it was created, started, listened and (maybe) became ready."""
+    """One predictor pod's life: scheduling, the runs of its serving container, probes and readiness.
+
+    A pod the scheduler could not place has no node, no IP and no runs. A pod whose container
+    is killed (liveness, OOM) has one run per start, with the kubelet's growing back-off between them.
+    """
 
     name: str
     uid: str
-    ip: str
-    node: GpuNode
+    ip: str  # "" while unscheduled
+    node: GpuNode | None
     template_hash: str
     created: datetime
-    started: datetime
-    listening: datetime
+    runs: tuple[Run, ...]
+    load_seconds: float  # how long this pod's engine takes from container start to listening
+    listening: datetime | None
     ready_at: datetime | None
-    probe_failures: tuple[datetime, ...]
+    probe_failures: tuple[datetime, ...]  # readiness
+    liveness_failures: tuple[datetime, ...]
+    back_offs: tuple[datetime, ...]  # kubelet syncs that found the container in its restart back-off
+    scheduling_attempts: tuple[datetime, ...]  # FailedScheduling (unscheduled pods only)
+
+    @property
+    def scheduled(self) -> bool:
+        return self.node is not None
+
+    @property
+    def started(self) -> datetime:
+        """When the serving container first started (scheduled pods only)."""
+        return self.runs[0].started
 
     def ready(self, moment: datetime) -> bool:
         return self.ready_at is not None and moment >= self.ready_at
+
+    def run_at(self, moment: datetime) -> Run | None:
+        return next((run for run in self.runs if run.active(moment)), None)
+
+    def restarts_at(self, moment: datetime) -> int:
+        return max(0, sum(1 for run in self.runs if run.started <= moment) - 1)
+
+    def last_termination(self, moment: datetime) -> Run | None:
+        """The latest run that had ended by ``moment`` (the container's ``lastState.terminated``)."""
+        ended = [run for run in self.runs if run.ended is not None and run.ended <= moment]
+        return ended[-1] if ended else None
+
+    @property
+    def restart_count(self) -> int:
+        return max(0, len(self.runs) - 1)
+
+    @property
+    def crash_looping(self) -> bool:
+        """At capture the container waits in CrashLoopBackOff (its last run ended)."""
+        return bool(self.runs) and self.runs[-1].ended is not None
 
 
 @dataclass(frozen=True)
@@ -112,10 +171,18 @@ class Plan:
     template_hash: str
     uids: dict[str, str]
     pods: tuple[PodPlan, ...]
+    routed: bool  # client traffic reaches the predictor (False when the routing layer is broken)
+    expects_virtual_service: bool  # KServe's ingress config wants an Istio VirtualService for the ISVC
+    memory_limit_gib: float | None  # the serving container's effective memory limit
 
     @property
     def serverless(self) -> bool:
         return self.spec.isvc.deployment_mode == "Serverless"
+
+    @property
+    def grace_seconds(self) -> int:
+        """terminationGracePeriodSeconds of the predictor pods (Knative sets its revision timeout)."""
+        return TERMINATION_GRACE_SERVERLESS if self.serverless else TERMINATION_GRACE_RAW
 
     def ready_pods(self, moment: datetime) -> list[PodPlan]:
         return [pod for pod in self.pods if pod.ready(moment)]
@@ -132,6 +199,55 @@ def apply_faults(spec: ScenarioSpec) -> tuple[str, ...]:
             if port != default_port:
                 args = (*args, flag, str(port))
     return args
+
+
+def liveness_probe(spec: ScenarioSpec) -> Mapping[str, Any] | None:
+    """The liveness probe in effect: the one a fault added, else the baseline's."""
+    for fault in spec.faults:
+        if fault.type == "liveness_kills_during_load":
+            probe: Mapping[str, Any] = fault.params["liveness_probe"]
+            return probe
+    return spec.isvc.liveness_probe
+
+
+def _copy(value: Mapping[str, Any]) -> dict[str, Any]:
+    copied: dict[str, Any] = json.loads(json.dumps(value))
+    return copied
+
+
+def declared_resources(spec: ScenarioSpec) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(ISVC resources, ServingRuntime container resources) after the faults.
+
+    ``host_oomkilled`` puts its memory limit where the spec says it came from: a runtime default
+    (the ISVC then declares no memory, so the default applies) or the ISVC itself.
+    """
+    isvc, runtime = _copy(spec.isvc.resources), _copy(spec.isvc.runtime_resources)
+    for fault in spec.faults:
+        if fault.type != "host_oomkilled":
+            continue
+        memory = str(fault.params["memory_limit"])
+        holder = runtime if fault.params.get("set_in", "runtime") == "runtime" else isvc
+        if holder is runtime:
+            for section in ("requests", "limits"):
+                isvc.get(section, {}).pop("memory", None)
+        holder.setdefault("requests", {})["memory"] = memory
+        holder.setdefault("limits", {})["memory"] = memory
+    return isvc, runtime
+
+
+def effective_resources(spec: ScenarioSpec) -> dict[str, Any]:
+    """The pod's resources: KServe merges the ISVC's container over the runtime's, key by key."""
+    isvc, runtime = declared_resources(spec)
+    merged = {section: {**runtime.get(section, {}), **isvc.get(section, {})} for section in ("requests", "limits")}
+    # Requests default to limits (DESIGN §6): the API server fills them in on the pod.
+    for name, value in merged["limits"].items():
+        merged["requests"].setdefault(name, value)
+    return {section: values for section, values in merged.items() if values}
+
+
+def memory_limit_gib(resources: Mapping[str, Any]) -> float | None:
+    limit = (resources.get("limits") or {}).get("memory")
+    return quantity_gib(str(limit)) if limit is not None else None
 
 
 def listen_port(server: str, args: tuple[str, ...]) -> int:
@@ -169,40 +285,194 @@ def kv_cache(spec: ScenarioSpec, args: tuple[str, ...]) -> KvCache:
     )
 
 
-def _probe_schedule(spec: ScenarioSpec) -> tuple[float, float]:
-    """(initial delay, period) of the readiness check in seconds, with Kubernetes' defaults."""
-    probe: Any = spec.isvc.readiness_probe or {}
-    return float(probe.get("initialDelaySeconds", 0)), float(probe.get("periodSeconds", 10))
+# ---- the engine's start-up timeline (the log writer and the metrics share it) -------------------
+
+WEIGHTS_START_SECONDS = 18.6  # import, config, engine process, "Loading model from scratch"
+WEIGHTS_SHARE = 0.55  # weights are loaded after this share of the whole start-up
+
+
+def weights_span(load_seconds: float) -> tuple[float, float]:
+    """(start, end) of weight loading, in seconds after the container started."""
+    return WEIGHTS_START_SECONDS, load_seconds * WEIGHTS_SHARE - 0.6
+
+
+def oom_seconds(spec: ScenarioSpec, load_seconds: float, limit_gib: float | None) -> float | None:
+    """Seconds after start at which loading outgrows the memory limit, or None when it fits.
+
+    The loader holds the runtime plus up to two shards (see ``Model.host_load_gib``): the kernel kills
+    the container part way through reading the first shard that does not fit.
+    """
+    model = spec.isvc.model
+    if limit_gib is None or limit_gib >= model.host_load_gib:
+        return None
+    shard_gib = model.weights_gib / model.shards
+    held_max = 1 if model.weights_format == "safetensors" else 2
+    start, end = weights_span(load_seconds)
+    per_shard = (end - start) / model.shards
+    for index in range(model.shards):
+        held = RUNTIME_HOST_GIB + shard_gib * min(index + 1, held_max)
+        if held > limit_gib:
+            over = (limit_gib - RUNTIME_HOST_GIB - shard_gib * min(index, held_max - 1)) / shard_gib
+            return start + per_shard * (index + min(0.95, max(0.05, over)))
+    return None
+
+
+# ---- pods ----------------------------------------------------------------------------------------
+
+KUBELET_BACKOFF_START_SECONDS = 10
+KUBELET_BACKOFF_MAX_SECONDS = 300
+KUBELET_SYNC_SECONDS = 10  # the pod worker's resync while a container waits in back-off
+SCHEDULER_RETRY_SECONDS = 300  # unschedulable pods are retried at least every 5 minutes
+TERMINATION_GRACE_RAW = 30
+TERMINATION_GRACE_SERVERLESS = 300
+
+
+def restart_back_off(terminations: int) -> float:
+    """The kubelet's crash-loop back-off before the next start: 10 s doubling up to 5 minutes."""
+    return float(min(KUBELET_BACKOFF_MAX_SECONDS, KUBELET_BACKOFF_START_SECONDS * 2 ** max(0, terminations - 1)))
+
+
+def _probe_schedule(probe: Mapping[str, Any] | None) -> tuple[float, float, int]:
+    """(initial delay, period, failure threshold) in seconds, with Kubernetes' defaults."""
+    probe = probe or {}
+    return (
+        float(probe.get("initialDelaySeconds", 0)),
+        float(probe.get("periodSeconds", 10)),
+        int(probe.get("failureThreshold", 3)),
+    )
+
+
+@dataclass(frozen=True)
+class _PlanInputs:
+    """What every pod's life depends on, computed once from the spec."""
+
+    spec: ScenarioSpec
+    liveness: Mapping[str, Any] | None
+    memory_limit_gib: float | None
+    grace_seconds: int
+    probe_can_pass: bool
+
+
+@dataclass
+class _PodLife:
+    """The mutable record :func:`_pod_plan` fills while it walks one pod's runs."""
+
+    runs: list[Run]
+    readiness_failures: list[datetime]
+    liveness_failures: list[datetime]
+    back_offs: list[datetime]
+    listening: datetime | None = None
+    ready_at: datetime | None = None
+
+
+def _liveness_kill(
+    start: datetime, until: datetime, probe: Mapping[str, Any] | None, life: _PodLife
+) -> datetime | None:
+    """Record the liveness failures of one run that serves nothing before ``until``; the kill time, if any."""
+    if probe is None:
+        return None
+    delay, period, threshold = _probe_schedule(probe)
+    moment = start + timedelta(seconds=delay)
+    failures = 0
+    while moment < until:
+        life.liveness_failures.append(moment)
+        failures += 1
+        if failures >= threshold:
+            return moment
+        moment += timedelta(seconds=period)
+    return None
+
+
+def _readiness(
+    spec: ScenarioSpec, start: datetime, end: datetime, listening: datetime | None, can_pass: bool, life: _PodLife
+) -> None:
+    """Readiness checks of one run: failures until the server listens (when the probe can reach it)."""
+    delay, period, _ = _probe_schedule(spec.isvc.readiness_probe)
+    rng = rng_for(spec, f"readiness:{start.isoformat()}")
+    moment = start + timedelta(seconds=delay + rng.uniform(0.1, period))
+    while moment < end:
+        if can_pass and listening is not None and moment >= listening:
+            life.ready_at = moment
+            return
+        life.readiness_failures.append(moment)
+        moment += timedelta(seconds=period)
 
 
 def _pod_plan(
-    spec: ScenarioSpec, index: int, rng: random.Random, name: str, template_hash: str, ready: bool
+    plan_inputs: _PlanInputs, index: int, rng: random.Random, name: str, template_hash: str, schedulable: bool
 ) -> PodPlan:
+    spec = plan_inputs.spec
+    captured = spec.timeline.captured_at
     created = spec.timeline.deployed_at + timedelta(seconds=3 + 2 * index)
-    started = created + timedelta(seconds=spec.isvc.image_pull_seconds + 2 + rng.uniform(0.2, 0.9))
-    listening = started + timedelta(seconds=spec.isvc.model.load_seconds * rng.uniform(0.95, 1.05))
-    delay, period = _probe_schedule(spec)
-    failures: list[datetime] = []
-    ready_at = None
-    probe = started + timedelta(seconds=delay + rng.uniform(0.1, period))
-    while probe < spec.timeline.captured_at:
-        if ready and probe >= listening:
-            ready_at = probe
+    uid, ip = make_uid(rng), f"10.244.{rng.randint(1, 30)}.{rng.randint(2, 250)}"
+    load = spec.isvc.model.load_seconds * rng.uniform(0.95, 1.05)
+    if not schedulable:
+        attempts = []
+        moment = created + timedelta(milliseconds=rng.randint(20, 400))
+        while moment < captured:
+            attempts.append(moment)
+            moment += timedelta(seconds=SCHEDULER_RETRY_SECONDS + rng.uniform(0, 30))
+        return PodPlan(
+            name=name,
+            uid=uid,
+            ip="",
+            node=None,
+            template_hash=template_hash,
+            created=created,
+            runs=(),
+            load_seconds=load,
+            listening=None,
+            ready_at=None,
+            probe_failures=(),
+            liveness_failures=(),
+            back_offs=(),
+            scheduling_attempts=tuple(attempts),
+        )
+    life = _PodLife([], [], [], [])
+    start = created + timedelta(seconds=spec.isvc.image_pull_seconds + 2 + rng.uniform(0.2, 0.9))
+    oom_after = oom_seconds(spec, load, plan_inputs.memory_limit_gib)
+    while start < captured:
+        listening = start + timedelta(seconds=load)
+        oom = start + timedelta(seconds=oom_after) if oom_after is not None else None
+        serving_from = min(moment for moment in (listening, oom, captured) if moment is not None)
+        killed = _liveness_kill(start, serving_from, plan_inputs.liveness, life)
+        if oom is not None and oom < captured and (killed is None or oom < killed):
+            run = Run(start, oom, "OOMKilled", 137)
+        elif killed is not None:
+            ended = killed + timedelta(seconds=plan_inputs.grace_seconds)
+            run = Run(start, ended if ended < captured else None, "Error", 137, killed)
+        else:
+            run = Run(start, None)
+        life.runs.append(run)
+        end = run.ended or captured
+        # A run still terminating at capture (killed, inside its grace period) never gets to listen.
+        reachable = listening if run.ended is None and run.killed_at is None and listening < captured else None
+        _readiness(spec, start, end, reachable, plan_inputs.probe_can_pass, life)
+        if run.ended is None:
+            life.listening = reachable
             break
-        failures.append(probe)
-        probe += timedelta(seconds=period)
+        next_start = run.ended + timedelta(seconds=restart_back_off(len(life.runs)) + rng.uniform(0.5, 2.5))
+        sync = run.ended + timedelta(seconds=rng.uniform(0.5, 1.5))
+        while sync < min(next_start, captured):
+            life.back_offs.append(sync)
+            sync += timedelta(seconds=KUBELET_SYNC_SECONDS + rng.uniform(0, 3))
+        start = next_start
     node = spec.cluster.nodes[index % len(spec.cluster.nodes)]
     return PodPlan(
         name=name,
-        uid=make_uid(rng),
-        ip=f"10.244.{rng.randint(1, 30)}.{rng.randint(2, 250)}",
+        uid=uid,
+        ip=ip,
         node=node,
         template_hash=template_hash,
         created=created,
-        started=started,
-        listening=listening,
-        ready_at=ready_at,
-        probe_failures=tuple(failures),
+        runs=tuple(life.runs),
+        load_seconds=load,
+        listening=life.listening,
+        ready_at=life.ready_at,
+        probe_failures=tuple(life.readiness_failures),
+        liveness_failures=tuple(life.liveness_failures),
+        back_offs=tuple(life.back_offs),
+        scheduling_attempts=(),
     )
 
 
@@ -214,7 +484,8 @@ def plan(spec: ScenarioSpec) -> Plan:
     rng = rng_for(spec, "names")
     uids = {kind: make_uid(rng) for kind in ("isvc", "ksvc", "configuration", "revision", "deployment", "replicaset")}
     template_hash = name_suffix(rng, 10)
-    if isvc.deployment_mode == "Serverless":
+    serverless = isvc.deployment_mode == "Serverless"
+    if serverless:
         ksvc = f"{isvc.name}-predictor"
         revision = f"{ksvc}-00001"
         deployment = f"{revision}-deployment"
@@ -222,10 +493,28 @@ def plan(spec: ScenarioSpec) -> Plan:
         ksvc = revision = ""
         deployment = f"{isvc.name}-predictor"
     replica_set = f"{deployment}-{template_hash}"
+    memory_limit = memory_limit_gib(effective_resources(spec))
+    inputs = _PlanInputs(
+        spec,
+        liveness_probe(spec),
+        memory_limit,
+        TERMINATION_GRACE_SERVERLESS if serverless else TERMINATION_GRACE_RAW,
+        probe_can_pass=port == checked_port,
+    )
+    unschedulable = next((fault for fault in spec.faults if fault.type == "gpu_unschedulable"), None)
+    pending = int(unschedulable.params.get("pending_pods", isvc.min_replicas)) if unschedulable else 0
     pods = tuple(
-        _pod_plan(spec, index, rng, f"{replica_set}-{name_suffix(rng, 5)}", template_hash, port == checked_port)
+        _pod_plan(
+            inputs,
+            index,
+            rng,
+            f"{replica_set}-{name_suffix(rng, 5)}",
+            template_hash,
+            schedulable=index < isvc.min_replicas - pending,
+        )
         for index in range(isvc.min_replicas)
     )
+    routing_broken = any(fault.type == "routing_layer_mismatch" for fault in spec.faults)
     return Plan(
         spec=spec,
         args=args,
@@ -239,4 +528,7 @@ def plan(spec: ScenarioSpec) -> Plan:
         template_hash=template_hash,
         uids=uids,
         pods=pods,
+        routed=not routing_broken,
+        expects_virtual_service=serverless and (spec.cluster.ingress != "kourier" or routing_broken),
+        memory_limit_gib=memory_limit,
     )

@@ -238,7 +238,7 @@ class _Simulator:
             seconds = SCRAPE_SECONDS if previous is None else (moment - previous).total_seconds()
             previous = moment
             demand = self.traffic.rate_at(moment)
-            ready = self.plan.ready_pods(moment)
+            ready = self.plan.ready_pods(moment) if self.plan.routed else []
             for pod in self.plan.pods:
                 share = demand / len(ready) if pod in ready else 0.0
                 self.step_pod(self.engines[pod.name], moment, share, seconds)
@@ -250,9 +250,9 @@ class _Simulator:
         if moment < pod.created:
             return
         self.kube_state(pod, moment)
-        if self.scraped and moment >= pod.listening:
+        if self.scraped and pod.listening is not None and moment >= pod.listening:
             self.engine_step(engine, moment, rate, seconds)
-        if moment >= pod.started:
+        if pod.runs and moment >= pod.started:
             self.gpu(pod, moment)
 
     def engine_step(self, engine: _PodEngine, moment: datetime, rate: float, seconds: float) -> None:
@@ -340,23 +340,39 @@ class _Simulator:
             self.histogram_points.setdefault(key, []).append(histogram.point(moment.timestamp()))
 
     def kube_state(self, pod: PodPlan, moment: datetime) -> None:
+        """kube-state-metrics: series exist only for what the pod status holds (no Ready condition while
+        unscheduled, no container series before the first start, a terminated reason after the first end)."""
+        if not pod.runs:
+            return
         ksm = {"namespace": self.spec.isvc.namespace, "pod": pod.name, "uid": pod.uid, "job": "kube-state-metrics"}
         ready = pod.ready(moment)
         for condition, value in (("true", ready), ("false", not ready), ("unknown", False)):
             self.record("kube_pod_status_ready", {**ksm, "condition": condition}, moment, float(value))
-        if moment >= pod.started:
-            containers = ["kserve-container"] + (["queue-proxy"] if self.plan.serverless else [])
-            for container in containers:
-                self.record("kube_pod_container_status_restarts", {**ksm, "container": container}, moment, 0.0)
+        if moment < pod.started:
+            return
+        restarts = {"kserve-container": pod.restarts_at(moment)}
+        if self.plan.serverless:
+            restarts["queue-proxy"] = 0
+        for container, count in restarts.items():
+            self.record("kube_pod_container_status_restarts", {**ksm, "container": container}, moment, float(count))
+        last = pod.last_termination(moment)
+        if last is not None:
+            labels = {**ksm, "container": "kserve-container", "reason": last.reason}
+            self.record("kube_pod_container_status_last_terminated_reason", labels, moment, 1.0)
 
     def gpu(self, pod: PodPlan, moment: datetime) -> None:
+        """DCGM keeps attributing the GPU to the pod between container runs; with no process it holds nothing."""
         node = pod.node
+        if node is None:
+            return
         total_mib = round(node.memory_gib * 1024) + 768
-        loading = min(
-            1.0, (moment - pod.started).total_seconds() / max(1.0, (pod.listening - pod.started).total_seconds())
-        )
+        run = pod.run_at(moment)
         full = node.memory_gib * 1024 * self.plan.kv.gpu_memory_utilization + 530
-        used = round(500 + (full - 500) * loading)
+        if run is None:
+            used = 0
+        else:
+            loading = min(1.0, (moment - run.started).total_seconds() / max(1.0, pod.load_seconds))
+            used = round(500 + (full - 500) * loading)
         states = self.pod_states[pod.name]
         running = states[-1].running if states and states[-1].at == moment else 0
         busy = 35 + 60 * running / max(1, self.ceiling) + self.rng.uniform(-3, 3) if running else 0.0
@@ -412,6 +428,8 @@ class _Simulator:
             self.record("istio_requests", labels, moment, total)
         if self.plan.serverless:
             for pod in ready:
+                if not self.engines[pod.name].success:
+                    continue  # queue-proxy exports the counter from the first request on
                 labels = {
                     "namespace_name": isvc.namespace,
                     "configuration_name": self.plan.ksvc,

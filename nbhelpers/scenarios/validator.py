@@ -13,10 +13,18 @@ bundle is plausible). It checks:
   gateway serves no 2xx while no predictor pod is ready;
 - objects: owner references resolve (for the kinds a capture reads), Service
   selectors match pods, Endpoints/EndpointSlice addresses name existing pods
-  with their IPs and readiness, HPA scale targets exist, Knative revisions are
-  named ``<ksvc>-0000N`` with a ``<rev>-deployment``, predictor pods are named
-  after their ReplicaSet, events name objects that exist and fall in the window;
-- logs: their pods and containers exist and their timestamps lie in the window.
+  with their IPs and readiness (a pod with no IP has no address), HPA scale
+  targets exist, Knative revisions are named ``<ksvc>-0000N`` with a
+  ``<rev>-deployment``, predictor pods are named after their ReplicaSet,
+  events name objects that exist and fall in the window;
+- pods: an unscheduled pod is Pending with no node, IP or container; a
+  restarted container shows its last termination, a container in
+  CrashLoopBackOff has restarted, runs follow each other in time, and the
+  kubelet's Started events count every run of a pod created in the window;
+- logs: their pods and containers exist, ``.previous`` logs only for restarted
+  containers, and their timestamps lie in the window;
+- kube-state-metrics and exporters: restart counts and last terminated reasons
+  agree with the pods, and no per-pod series names a pod that never ran.
 
 The raw series (``scenario/metrics.om``) are checked when the bundle has them
 (generated scenarios do; captured bundles only hold query answers).
@@ -95,6 +103,7 @@ def validate_bundle(source: Mapping[str, bytes] | str | os.PathLike[str]) -> lis
     problems += _check_services(bundle)
     problems += _check_endpoints(bundle)
     problems += _check_workload_names(bundle)
+    problems += _check_pods(bundle)
     problems += _check_events(bundle)
     problems += _check_logs(bundle)
     problems += _check_metrics(bundle)
@@ -218,7 +227,11 @@ def _check_endpoints(bundle: _Bundle) -> list[str]:
                     f"{where}: pod {kube.name(pod)} is listed as {'ready' if ready else 'not ready'}, but it is not"
                 )
         if selector:
-            expected = {name for name, pod in pods.items() if kube.selector_matches(selector, kube.labels(pod))}
+            expected = {
+                name
+                for name, pod in pods.items()
+                if kube.selector_matches(selector, kube.labels(pod)) and kube.status(pod).get("podIP")
+            }
             for missing in sorted(expected - seen):
                 problems.append(f"{where}: pod {missing} matches the Service selector but has no address")
     return problems
@@ -258,9 +271,80 @@ def _check_workload_names(bundle: _Bundle) -> list[str]:
     return problems
 
 
+def _check_pods(bundle: _Bundle) -> list[str]:
+    problems = []
+    for pod in bundle.pods():
+        where, status = f"Pod/{bundle.namespace}/{kube.name(pod)}", kube.status(pod)
+        if not kube.spec(pod).get("nodeName"):
+            scheduled = kube.condition(pod, "PodScheduled") or {}
+            if status.get("phase") != "Pending" or str(scheduled.get("status")) != "False":
+                problems.append(f"{where}: no node, but not Pending with PodScheduled=False")
+            if status.get("podIP") or status.get("containerStatuses"):
+                problems.append(f"{where}: no node, yet it has an IP or container statuses")
+            continue
+        for container in status.get("containerStatuses") or []:
+            problems += _check_container_status(f"{where} {container.get('name')}", container)
+    return problems
+
+
+def _check_container_status(where: str, container: Mapping[str, Any]) -> list[str]:
+    problems = []
+    restarts = int(container.get("restartCount") or 0)
+    state = container.get("state") or {}
+    last = (container.get("lastState") or {}).get("terminated")
+    if restarts and not last:
+        problems.append(f"{where}: {restarts} restarts but no lastState.terminated")
+    if not restarts and last:
+        problems.append(f"{where}: a last termination but restartCount 0")
+    if (state.get("waiting") or {}).get("reason") == "CrashLoopBackOff" and not restarts:
+        problems.append(f"{where}: CrashLoopBackOff without a restart")
+    if last:
+        started, finished = parse_k8s_time(last.get("startedAt")), parse_k8s_time(last.get("finishedAt"))
+        running = parse_k8s_time((state.get("running") or {}).get("startedAt"))
+        if started and finished and finished < started:
+            problems.append(f"{where}: the last termination finished before it started")
+        if running and finished and running < finished:
+            problems.append(f"{where}: the running container started before the previous one finished")
+        if last.get("reason") == "OOMKilled" and last.get("exitCode") != 137:
+            problems.append(f"{where}: OOMKilled with exit code {last.get('exitCode')}, not 137")
+    return problems
+
+
+def _started_events(bundle: _Bundle) -> dict[tuple[str, str], int]:
+    """(pod, container) -> how many times the kubelet reported the container Started."""
+    counts: dict[tuple[str, str], int] = {}
+    for event in bundle.objects(kinds.EVENT):
+        involved = event.get("involvedObject") or {}
+        if event.get("reason") != "Started" or involved.get("kind") != "Pod":
+            continue
+        container = str(involved.get("fieldPath") or "").removeprefix("spec.containers{").removesuffix("}")
+        key = (str(involved.get("name")), container)
+        counts[key] = counts.get(key, 0) + int(event.get("count") or 1)
+    return counts
+
+
+def _check_runs_against_events(bundle: _Bundle) -> list[str]:
+    """Each run of a container is one Started event: for pods created in the window they must add up."""
+    started = _started_events(bundle)
+    problems = []
+    for pod in bundle.pods():
+        created = parse_k8s_time(kube.created(pod))
+        if created is None or not bundle.window.contains(created):
+            continue
+        for container in kube.status(pod).get("containerStatuses") or []:
+            runs = int(container.get("restartCount") or 0) + 1
+            seen = started.get((kube.name(pod), str(container.get("name"))), 0)
+            if seen != runs:
+                problems.append(
+                    f"Pod/{bundle.namespace}/{kube.name(pod)} {container.get('name')}: {runs} runs "
+                    f"(restartCount + 1), but {seen} Started events"
+                )
+    return problems
+
+
 def _check_events(bundle: _Bundle) -> list[str]:
     index = _index(bundle)
-    problems = []
+    problems = _check_runs_against_events(bundle)
     for event in bundle.objects(kinds.EVENT):
         involved = event.get("involvedObject") or event.get("regarding") or {}
         where = f"Event {kube.name(event)}"
@@ -293,6 +377,8 @@ def _check_logs(bundle: _Bundle) -> list[str]:
             problems.append(f"{name}: pod {pod_name} is not in the bundle")
         elif container not in {str(c.get("name")) for c in kube.containers(kube.spec(pod))}:
             problems.append(f"{name}: pod {pod_name} has no container {container}")
+        elif file_name.endswith(".previous.log") and not _restarted(pod, container):
+            problems.append(f"{name}: a previous log, but {container} never restarted")
         previous: datetime | None = None
         for line in data.decode("utf-8", errors="replace").splitlines():
             match = _LOG_STAMP.match(line)
@@ -307,6 +393,13 @@ def _check_logs(bundle: _Bundle) -> list[str]:
                 break
             previous = moment
     return problems
+
+
+def _restarted(pod: KubeObject, container: str) -> bool:
+    return any(
+        status.get("name") == container and int(status.get("restartCount") or 0) > 0
+        for status in kube.status(pod).get("containerStatuses") or []
+    )
 
 
 # ---- metrics ------------------------------------------------------------------------------------
@@ -441,11 +534,43 @@ def _check_kube_state(bundle: _Bundle, answers: dict[str, tuple[SeriesData, ...]
                 problems.append(
                     f"metrics pod_restarts {kube.name(pod)}/{status.get('name')}: {value:g}, the pod says {status.get('restartCount')}"
                 )
+    problems += _check_terminations(bundle, answers)
+    never_ran = {kube.name(pod) for pod in pods if not kube.status(pod).get("containerStatuses")}
+    for query_id, series in sorted(answers.items()):
+        named = sorted({item.labels.get("pod", "") for item in series} & never_ran)
+        if named:
+            problems.append(f"metrics {query_id}: series for pod {named[0]}, which never ran a container")
     if pods and ready_now == 0:
         for item in answers.get("istio_requests_by_code", ()):
             code = item.labels.get("response_code", "")
             if code.startswith("2") and item.samples and item.samples[-1][1] > 0:
                 problems.append("metrics istio_requests_by_code: 2xx responses while no predictor pod is ready")
+    return problems
+
+
+def _check_terminations(bundle: _Bundle, answers: dict[str, tuple[SeriesData, ...]]) -> list[str]:
+    """kube-state-metrics' last terminated reason, at the end of the window, is the pods' lastState."""
+    if not answers.get("pod_restarts"):
+        return []  # no kube-state-metrics in this Prometheus: nothing to compare
+    latest: dict[tuple[str, str], tuple[float, str]] = {}
+    for item in answers.get("pod_last_terminated_reason", ()):
+        if not item.samples:
+            continue
+        key = (item.labels.get("pod", ""), item.labels.get("container", ""))
+        stamp = item.samples[-1][0]
+        if key not in latest or stamp > latest[key][0]:
+            latest[key] = (stamp, item.labels.get("reason", ""))
+    problems = []
+    for pod in bundle.pods():
+        for status in kube.status(pod).get("containerStatuses") or []:
+            key = (kube.name(pod), str(status.get("name")))
+            last = (status.get("lastState") or {}).get("terminated") or {}
+            seen = latest.get(key, (0.0, ""))[1]
+            if str(last.get("reason") or "") != seen:
+                problems.append(
+                    f"metrics pod_last_terminated_reason {key[0]}/{key[1]}: {seen or 'no series'}, "
+                    f"the pod says {last.get('reason') or 'never terminated'}"
+                )
     return problems
 
 
