@@ -47,8 +47,11 @@ class CodeInfo:
     reference: str
 
 
+_SEVERITY_LETTERS = {"C": Severity.CRITICAL, "W": Severity.WARNING, "I": Severity.INFO}
+
+
 def _c(code: str, step: str, sev: str, meaning: str, reference: str) -> CodeInfo:
-    return CodeInfo(code, step, Severity.CRITICAL if sev == "C" else Severity.WARNING, meaning, reference)
+    return CodeInfo(code, step, _SEVERITY_LETTERS[sev], meaning, reference)
 
 
 CATALOG: dict[str, CodeInfo] = {
@@ -135,6 +138,14 @@ CATALOG: dict[str, CodeInfo] = {
             "probe cannot tell a loaded, healthy engine",
             "The probe checks something other than the inference engine (another process, path, port or a "
             "sidecar), so a pod can be 'ready' while vLLM cannot answer.",
+        ),
+        _c(
+            "PROBE_LOAD_TIME_UNKNOWN",
+            "probes",
+            "I",
+            "the model's load time could not be measured or estimated",
+            "No run in the window shows how long the model takes to load and no model size is visible, so the "
+            "probe budgets could not be compared with the load. Not a problem by itself: a gap in what was seen.",
         ),
         _c(
             "PORT_MISMATCH",
@@ -351,7 +362,12 @@ CATALOG: dict[str, CodeInfo] = {
 
 
 def _expand(pattern: str) -> list[str]:
-    return sorted(code for code in CATALOG if fnmatch.fnmatchcase(code, pattern))
+    """Codes matching a pattern such as ``PROBE_*``; info-only codes (notes, not problems) take no edges."""
+    return sorted(
+        code
+        for code, info in CATALOG.items()
+        if fnmatch.fnmatchcase(code, pattern) and info.severity is not Severity.INFO
+    )
 
 
 _EDGE_GROUPS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (

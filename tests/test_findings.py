@@ -149,3 +149,11 @@ def test_ignores_turn_findings_into_info_and_say_who() -> None:
 def test_unknown_code_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown finding code"):
         _finding("NOT_A_CODE")
+
+
+def test_info_codes_are_notes_outside_the_cause_graph() -> None:
+    info_codes = [code for code, info in CATALOG.items() if info.severity is Severity.INFO]
+    assert "PROBE_LOAD_TIME_UNKNOWN" in info_codes
+    for code in info_codes:
+        assert CAUSE_EDGES[code] == frozenset()
+        assert all(code not in targets for targets in CAUSE_EDGES.values())

@@ -1,0 +1,686 @@
+"""The ``probes`` step: load-time measurement, a failing fixture per code in both modes, healthy fixtures
+(including a pod inside a correctly sized startup window), and patches that make each code go away."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shlex
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from check_cases import apply_patch, codes, evidence_of, json_merge_patch, load_case, only, rollout, serious
+
+from nbhelpers.checks import probes
+from nbhelpers.errors import EvidenceMissing, StepSkipped
+from nbhelpers.evidence import Target, gather
+from nbhelpers.findings import Finding, Severity
+from nbhelpers.metrics import catalog
+from nbhelpers.models import load_time
+from nbhelpers.models.load_time import ProbeBudget
+from nbhelpers.scenarios import load_spec, scenario_bundle
+from nbhelpers.sources.bundle import open_bundle
+
+ISVC_REF = "InferenceService.serving.kserve.io/llm/vllm-llm"
+RAW_POD_NAME = "vllm-llm-predictor-6d5f8b7c9-q8w2e"
+RAW_POD = f"Pod/llm/{RAW_POD_NAME}"
+KNATIVE_POD_NAME = "vllm-llm-predictor-00001-deployment-7f9c6d-x2k4p"
+KNATIVE_POD = f"Pod/llm/{KNATIVE_POD_NAME}"
+RAW = "checks/healthy/raw.yaml"
+SERVERLESS = "checks/healthy/serverless.yaml"
+UTC = timezone.utc
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def stamped(start: str, lines: list[tuple[float, str]]) -> str:
+    """Log text with the kubelet's RFC 3339 prefix, ``lines`` as (seconds after ``start``, message)."""
+    origin = at(start)
+    out = []
+    for offset, message in lines:
+        moment = origin + timedelta(seconds=offset)
+        out.append(moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond:06d}000Z {message}")
+    return "\n".join(out) + "\n"
+
+
+def vllm_start(model: str) -> list[tuple[float, str]]:
+    """The first lines of a vLLM V1 start, as the API server and engine core print them."""
+    return [
+        (2.1, "INFO 01-15 11:54:14 [__init__.py:241] Automatically detected platform cuda."),
+        (5.3, "(APIServer pid=1) INFO 01-15 11:54:17 [api_server.py:1805] vLLM API server version 0.10.1"),
+        (
+            15.3,
+            f"(EngineCore_0 pid=245) INFO 01-15 11:54:27 [core.py:74] Initializing a V1 LLM engine (v0.10.1) "
+            f"with config: model='{model}'",
+        ),
+        (
+            17.9,
+            f"(EngineCore_0 pid=245) INFO 01-15 11:54:29 [gpu_model_runner.py:1953] Starting to load model {model}...",
+        ),
+        (
+            18.6,
+            "(EngineCore_0 pid=245) INFO 01-15 11:54:30 [weight_utils.py:296] Using model weights format "
+            "['*.safetensors']",
+        ),
+    ]
+
+
+def served_tail(weights_at: float, ready_at: float) -> list[tuple[float, str]]:
+    return [
+        (weights_at - 0.6, "(EngineCore_0 pid=245) INFO [default_loader.py:262] Loading weights took 41.32 seconds"),
+        (
+            weights_at,
+            "(EngineCore_0 pid=245) INFO [gpu_model_runner.py:2007] Model loading took 14.9889 GiB and 42.031 seconds",
+        ),
+        (
+            ready_at - 2,
+            "(EngineCore_0 pid=245) INFO [core.py:214] init engine (profile, create kv cache, warmup "
+            "model) took 30.50 seconds",
+        ),
+        (ready_at - 1, "(APIServer pid=1) INFO [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8080"),
+        (ready_at, "(APIServer pid=1) INFO:     Application startup complete."),
+    ]
+
+
+# The previous run of the raw restart loop: killed 32 s after its start, in the middle of the shards.
+RAW_KILLED_LOG = stamped(
+    "2026-01-15T11:54:12",
+    [
+        *vllm_start("meta-llama/Llama-3.1-8B-Instruct"),
+        (31.1, "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:12<00:12,  6.21s/it]"),
+    ],
+)
+# The previous run of the 70B restart loop: weights done at 141 s, killed during CUDA graph capture at 205 s.
+SERVERLESS_KILLED_LOG = stamped(
+    "2026-01-15T11:52:20",
+    [
+        *vllm_start("/mnt/models"),
+        (
+            160.2,
+            "(EngineCore_0 pid=245) INFO [gpu_model_runner.py:2007] Model loading took 32.9000 GiB and 141.302 seconds",
+        ),
+        (188.0, "(EngineCore_0 pid=245) INFO [monitor.py:34] torch.compile takes 24.13 s in total"),
+        (204.5, "Capturing CUDA graph shapes:  40%|████      | 27/67 [00:11<00:17,  2.31it/s]"),
+    ],
+)
+
+
+def _run(*files: str, drop: tuple[str, ...] = (), **options: Any) -> list[Finding]:
+    return probes.run(evidence_of(load_case(*files, drop=drop), **options))
+
+
+def _knative_rollout(objects: list[dict]) -> list[dict]:
+    """``rollout`` plus what Knative does to the pod: the user's readiness probe (else a TCP probe on the user
+    port) moves from the serving container into queue-proxy's SERVING_READINESS_PROBE."""
+    result = rollout(objects)
+    for obj in result:
+        if obj.get("kind") != "Pod":
+            continue
+        containers = {c["name"]: c for c in obj["spec"]["containers"]}
+        if "queue-proxy" not in containers:
+            continue
+        user = containers["kserve-container"]
+        probe = user.pop("readinessProbe", None) or {"tcpSocket": {"port": 8080}, "successThreshold": 1}
+        for handler in ("httpGet", "tcpSocket"):
+            if handler in probe:
+                probe[handler]["host"] = "127.0.0.1"
+        env = [e for e in containers["queue-proxy"]["env"] if e["name"] != "SERVING_READINESS_PROBE"]
+        containers["queue-proxy"]["env"] = [*env, {"name": "SERVING_READINESS_PROBE", "value": json.dumps(probe)}]
+    return result
+
+
+def _after_patch(objects: list[dict], finding: Finding, knative: bool = False, **options: Any) -> list[Finding]:
+    patched = apply_patch(objects, finding)
+    rolled = _knative_rollout(patched) if knative else rollout(patched)
+    return serious(probes.run(evidence_of(rolled, **options)))
+
+
+def _patch_body(finding: Finding) -> dict:
+    assert finding.patch is not None
+    body = yaml.safe_load(finding.patch.body)
+    assert isinstance(body, dict)
+    return body
+
+
+def _valid_pod(objects: list[dict]) -> None:
+    """The rolled-out pods are valid Pods for the Kubernetes API (unknown fields fail)."""
+    for obj in objects:
+        if obj.get("kind") == "Pod":
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": obj["metadata"]["name"]},
+                "spec": obj["spec"],
+            }
+            kubernetes_validate.validate(pod, "1.31", strict=True)
+
+
+# --- probe budgets and load times (pure) ---------------------------------------------------------------
+
+
+def test_probe_budget_uses_api_defaults_and_a_timeout_worst_case() -> None:
+    default = ProbeBudget.of("livenessProbe", {"httpGet": {"path": "/health", "port": 8080}})
+    assert (default.initial_delay, default.period, default.failure_threshold, default.timeout) == (0, 10, 3, 1)
+    assert default.seconds == 30
+    assert default.worst_case_seconds == 31
+    slow = ProbeBudget.of(
+        "startupProbe", {"initialDelaySeconds": 20, "periodSeconds": 5, "timeoutSeconds": 8, "failureThreshold": 4}
+    )
+    # Attempts never overlap: 4 attempts at least 8 s apart, the last one's own timeout on top.
+    assert slow.seconds == 40
+    assert slow.worst_case_seconds == 20 + 4 * 8 + 8
+
+
+def test_nearest_rank_p95_and_startup_threshold() -> None:
+    assert load_time.nearest_rank([100, 120, 180], 0.95) == 180
+    assert load_time.nearest_rank(list(range(1, 101)), 0.95) == 95
+    assert load_time.startup_failure_threshold(110, 10) == 17  # 165 s rounded up to a period
+    assert load_time.startup_failure_threshold(120, 10) == 18
+
+
+@pytest.mark.parametrize(
+    ("name", "billions"),
+    [
+        ("meta-llama/Llama-3.1-8B-Instruct", 8),
+        ("hf://meta-llama/Llama-3.1-70B-Instruct", 70),
+        ("mistralai/Mixtral-8x7B-Instruct-v0.1", 56),
+        ("Qwen/Qwen2.5-0.5B-Instruct", 0.5),
+        ("/mnt/models", None),
+        ("--max-model-len=8192", None),
+    ],
+)
+def test_parameter_count_in_model_names(name: str, billions: float | None) -> None:
+    assert load_time.parameter_count_billion(name) == billions
+
+
+def test_log_timeline_reads_vllm_v1_milestones() -> None:
+    text = stamped("2026-01-15T11:10:00", [*vllm_start("m"), *served_tail(weights_at=61.0, ready_at=148.0)])
+    timeline = load_time.parse_log_timeline(text)
+    assert timeline.load_started_at == at("2026-01-15T11:10:17.900000")
+    assert timeline.weights_gib == pytest.approx(14.9889)
+    assert timeline.weights_seconds == pytest.approx(42.031)
+    assert timeline.engine_init_seconds == pytest.approx(30.5)
+    assert timeline.api_server_at == at("2026-01-15T11:12:27")
+    assert timeline.serving_at == at("2026-01-15T11:12:28")
+    assert timeline.serving_marker == "Application startup complete."
+
+
+def test_measure_current_run_from_log_and_from_ready_transition() -> None:
+    status = {
+        "name": "kserve-container",
+        "ready": True,
+        "restartCount": 0,
+        "state": {"running": {"startedAt": "2026-01-15T11:10:00Z"}},
+    }
+    observed = at("2026-01-15T12:00:00")
+    log = stamped("2026-01-15T11:10:00", [*vllm_start("m"), *served_tail(61.0, 148.0)])
+    (from_log,) = load_time.measure_container("p", status, at("2026-01-15T11:12:30"), log, None, observed)
+    assert (from_log.outcome, from_log.seconds) == (load_time.SERVED, 148.0)
+    (from_ready,) = load_time.measure_container("p", status, at("2026-01-15T11:12:30"), None, None, observed)
+    assert (from_ready.outcome, from_ready.seconds, from_ready.source) == (
+        load_time.SERVED,
+        150.0,
+        "pod Ready transition",
+    )
+    # Without a probe that asks the server, Ready only says the container runs.
+    (blind,) = load_time.measure_container("p", status, at("2026-01-15T11:10:06"), None, None, observed, False)
+    assert blind.outcome == load_time.UNKNOWN
+
+
+def test_measure_previous_run_that_ends_mid_load() -> None:
+    status = {
+        "name": "kserve-container",
+        "ready": False,
+        "restartCount": 6,
+        "state": {"running": {"startedAt": "2026-01-15T11:59:44Z"}},
+        "lastState": {
+            "terminated": {
+                "exitCode": 137,
+                "reason": "Error",
+                "startedAt": "2026-01-15T11:54:12Z",
+                "finishedAt": "2026-01-15T11:54:44Z",
+            }
+        },
+    }
+    current, previous = load_time.measure_container("p", status, None, None, RAW_KILLED_LOG, at("2026-01-15T12:00:00"))
+    assert (current.outcome, current.seconds) == (load_time.LOADING, 16.0)
+    assert previous.outcome == load_time.CUT and previous.ended_mid_load
+    assert (previous.seconds, previous.exit_code) == (32.0, 137)
+    assert "Loading safetensors checkpoint shards:  50% Completed" in previous.source
+    stats = load_time.load_stats([current, previous], None)
+    # A run that is still loading is no lower bound; the one that was cut is.
+    assert (stats.complete, stats.lower_bound) == ((), 32.0)
+    # tqdm's bar on the last line: 2 of 4 shards after 31 s, 12 s to go; the engine start is an assumption.
+    assert previous.projected_weights_seconds == pytest.approx(43.1)
+    seconds, how = stats.sizing() or (0.0, "")
+    assert seconds == pytest.approx(103.1)
+    assert how.startswith("the weights alone would take 43 s by the shard progress of a cut run")
+    assert load_time.load_stats([current], None).sizing() is None
+
+
+def test_estimate_is_labelled_and_spelled_out() -> None:
+    estimate = load_time.estimate_from_names(["/mnt/models", "meta-llama/Llama-3.1-8B-Instruct"])
+    assert estimate is not None
+    assert estimate.seconds == pytest.approx(20 + 8e9 * 2 / 2**30 / 0.5 + 60)
+    assert estimate.basis.startswith("estimate, not a measurement")
+    assert "8B parameters in 'meta-llama/Llama-3.1-8B-Instruct'" in estimate.basis
+
+
+# --- healthy fixtures -------------------------------------------------------------------------------------
+
+STARTUP_SIZED_LOG = {
+    (RAW_POD_NAME, "kserve-container"): stamped(
+        "2026-01-15T11:10:00", [*vllm_start("meta-llama/Llama-3.1-8B-Instruct"), *served_tail(61.0, 148.0)]
+    )
+}
+
+HEALTHY = {
+    "serverless, Knative's default TCP readiness": ((SERVERLESS,), (), {}),
+    "raw": ((RAW,), (), {}),
+    "serverless with agent sidecar": ((SERVERLESS, "checks/healthy/serverless_agent.yaml"), (), {}),
+    "serverless scaled to zero": (
+        (SERVERLESS, "checks/healthy/serverless_scaled_to_zero.yaml"),
+        (KNATIVE_POD,),
+        {},
+    ),
+    "startupProbe sized above the measured load": (
+        (RAW, "checks/healthy/probes_startup_sized.yaml"),
+        (),
+        {"logs": STARTUP_SIZED_LOG},
+    ),
+    "pod inside a correctly sized startup window": ((RAW, "checks/healthy/probes_inside_startup_window.yaml"), (), {}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HEALTHY))
+def test_healthy_fixtures_have_no_probe_problem(case: str) -> None:
+    files, drop, options = HEALTHY[case]
+    assert serious(_run(*files, drop=drop, **options)) == []
+
+
+def test_sized_startup_probe_is_silent_and_the_measurement_is_the_log() -> None:
+    evidence = evidence_of(load_case(RAW, "checks/healthy/probes_startup_sized.yaml"), logs=STARTUP_SIZED_LOG)
+    assert probes.run(evidence) == []
+    context = probes._Context(evidence, probes.common.current_workload(evidence))
+    assert context.stats.complete == (148.0,)
+    assert context.stats.p95 == 148.0
+
+
+def test_the_startup_window_fixture_is_flagged_with_a_short_budget() -> None:
+    """The healthy window case is silent because of its budget, not by accident: at 60 s it is flagged."""
+    objects = load_case(RAW, "checks/healthy/probes_inside_startup_window.yaml")
+    for obj in objects:
+        if obj["kind"] in ("InferenceService", "Pod"):
+            containers = obj["spec"]["predictor"]["containers"] if obj["kind"] != "Pod" else obj["spec"]["containers"]
+            containers[0]["startupProbe"]["failureThreshold"] = 6
+    finding = only(probes.run(evidence_of(objects)), "PROBE_STARTUP_BUDGET_SHORT")
+    assert finding.level is Severity.WARNING
+    assert "estimated load time 110 s" in finding.title
+
+
+def test_serverless_default_tcp_probe_counts_as_readiness() -> None:
+    evidence = evidence_of(load_case(SERVERLESS))
+    context = probes._Context(evidence, probes.common.current_workload(evidence))
+    (readiness,) = context.probes
+    assert (readiness.kind, readiness.run_by, readiness.target()) == (
+        "readinessProbe",
+        "queue-proxy",
+        "tcpSocket port 8080",
+    )
+    assert "PROBE_READINESS_MISSING" not in codes(probes.run(evidence))
+
+
+# --- PROBE_LIVENESS_KILLS_DURING_LOAD ---------------------------------------------------------------------
+
+RAW_LOOP = (RAW, "checks/PROBE_LIVENESS_KILLS_DURING_LOAD/raw_restart_loop.yaml")
+RAW_LOOP_LOGS = {
+    (RAW_POD_NAME, "kserve-container.previous"): RAW_KILLED_LOG,
+    (RAW_POD_NAME, "kserve-container"): stamped(
+        "2026-01-15T11:59:44", vllm_start("meta-llama/Llama-3.1-8B-Instruct")[:3]
+    ),
+}
+
+
+def test_raw_restart_loop_with_liveness_kills_mid_load() -> None:
+    objects = load_case(*RAW_LOOP)
+    finding = only(probes.run(evidence_of(objects, logs=RAW_LOOP_LOGS)), "PROBE_LIVENESS_KILLS_DURING_LOAD")
+    assert finding.level is Severity.CRITICAL
+    assert finding.objects == (ISVC_REF, RAW_POD)
+    assert finding.title == "livenessProbe kills the container during the model load (30 s budget)"
+    assert "gives the model 30 s to load" in finding.summary
+    assert "restarted 6 time(s)" in finding.summary
+    assert "the kubelet killed the container for failed probes (liveness ×6)" in finding.summary
+    assert "No startupProbe holds the liveness probe back" in finding.summary
+    evidence = "\n".join(finding.evidence)
+    assert (
+        "livenessProbe: initialDelaySeconds 0 + periodSeconds 10 × failureThreshold 3 = 30 s (worst case 31 s"
+        in evidence
+    )
+    assert "previous run (started 2026-01-15T11:54:12Z): ended after 32 s with exit code 137 (Error)" in evidence
+    assert "'Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:12<00:12,  6.21s/it]'" in evidence
+    assert "event Killing on Pod vllm-llm-predictor-6d5f8b7c9-q8w2e (kserve-container) ×6" in evidence
+    assert "load time estimate: estimate, not a measurement" in evidence
+    # Sized from the estimate (110 s) × 1.5, rounded up to the period: 17 × 10 s.
+    (container,) = _patch_body(finding)["spec"]["predictor"]["containers"]
+    assert container["startupProbe"] == {
+        "httpGet": {"path": "/health", "port": 8080, "scheme": "HTTP"},
+        "periodSeconds": 10,
+        "failureThreshold": 17,
+    }
+    assert container["image"] == "vllm/vllm-openai:v0.10.1" and container["livenessProbe"]  # whole list copied
+    assert "periodSeconds 10 × failureThreshold 17 = 170 s" in finding.remediation
+    assert "kubectl patch inferenceservices.serving.kserve.io vllm-llm -n llm --type merge -p" in finding.remediation
+    patched = rollout(apply_patch(objects, finding))
+    _valid_pod(patched)
+    assert _after_patch(objects, finding, logs=RAW_LOOP_LOGS) == []
+
+
+def test_rollback_restores_the_original_isvc() -> None:
+    objects = load_case(*RAW_LOOP)
+    finding = only(probes.run(evidence_of(objects, logs=RAW_LOOP_LOGS)), "PROBE_LIVENESS_KILLS_DURING_LOAD")
+    rollback = finding.remediation.split("Roll back:\n", 1)[1].strip()
+    words = shlex.split(rollback)
+    body = json.loads(words[words.index("-p") + 1])
+    isvc = next(obj for obj in objects if obj["kind"] == "InferenceService")
+    patched = next(obj for obj in apply_patch(objects, finding) if obj["kind"] == "InferenceService")
+    assert json_merge_patch(patched, body) == isvc
+
+
+def test_kill_without_events_is_inferred_from_exit_code_and_log() -> None:
+    """Events live an hour; the status and the previous log still tell the story."""
+    objects = [obj for obj in load_case(*RAW_LOOP) if obj["kind"] != "Event"]
+    finding = only(probes.run(evidence_of(objects, logs=RAW_LOOP_LOGS)), "PROBE_LIVENESS_KILLS_DURING_LOAD")
+    assert "the previous run was killed (exit code 137) while loading" in finding.summary
+
+
+def test_oom_kills_are_not_probe_kills() -> None:
+    objects = [obj for obj in load_case(*RAW_LOOP) if obj["kind"] != "Event"]
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["reason"] = "OOMKilled"
+    assert "PROBE_LIVENESS_KILLS_DURING_LOAD" not in codes(probes.run(evidence_of(objects, logs=RAW_LOOP_LOGS)))
+
+
+SERVERLESS_LOOP = (SERVERLESS, "checks/PROBE_LIVENESS_KILLS_DURING_LOAD/serverless_70b_restart_loop.yaml")
+SERVERLESS_LOOP_LOGS = {(KNATIVE_POD_NAME, "kserve-container.previous"): SERVERLESS_KILLED_LOG}
+
+
+def test_serverless_70b_killed_during_graph_capture() -> None:
+    objects = load_case(*SERVERLESS_LOOP)
+    finding = only(probes.run(evidence_of(objects, logs=SERVERLESS_LOOP_LOGS)), "PROBE_LIVENESS_KILLS_DURING_LOAD")
+    assert finding.objects == (ISVC_REF, KNATIVE_POD)
+    assert "gives the model 210 s to load (initialDelaySeconds 180" in finding.summary
+    evidence = "\n".join(finding.evidence)
+    assert "ended after 205 s with exit code 137 (Error) before serving" in evidence
+    assert "engine reported weights 32.9 GiB in 141.3 s" in evidence
+    assert "32.9 GiB of weights (reported by vLLM" in evidence  # the estimate uses vLLM's own number
+    body = _patch_body(finding)
+    # No run finished: sized at twice the longest cut run (410 s) × 1.5 = 615 s, rounded up to 620 s. Knative's
+    # 600 s progress deadline would fail the revision first: raised to 621 s worst case + 60 s, rounded to minutes.
+    assert body == {
+        "metadata": {"annotations": {"serving.knative.dev/progress-deadline": "720s"}},
+        "spec": {
+            "predictor": {
+                "model": {
+                    "startupProbe": {
+                        "httpGet": {"path": "/health", "port": 8080, "scheme": "HTTP"},
+                        "periodSeconds": 10,
+                        "failureThreshold": 62,
+                    }
+                }
+            }
+        },
+    }
+    assert "progress deadline (600 s from Knative's default)" in finding.remediation
+    patched = _knative_rollout(apply_patch(objects, finding))
+    _valid_pod(patched)
+    assert _after_patch(objects, finding, knative=True, logs=SERVERLESS_LOOP_LOGS) == []
+
+
+def test_progress_deadline_already_long_enough_is_left_alone() -> None:
+    objects = load_case(*SERVERLESS_LOOP)
+    isvc = next(obj for obj in objects if obj["kind"] == "InferenceService")
+    isvc["metadata"]["annotations"]["serving.knative.dev/progress-deadline"] = "30m"
+    finding = only(probes.run(evidence_of(objects, logs=SERVERLESS_LOOP_LOGS)), "PROBE_LIVENESS_KILLS_DURING_LOAD")
+    assert "metadata" not in _patch_body(finding)
+
+
+# --- PROBE_STARTUP_BUDGET_SHORT ---------------------------------------------------------------------------
+
+
+def test_rollout_cut_the_startup_budget_below_the_measured_load() -> None:
+    objects = load_case(RAW, "checks/PROBE_STARTUP_BUDGET_SHORT/raw_rollout_shorter_budget.yaml")
+    finding = only(probes.run(evidence_of(objects)), "PROBE_STARTUP_BUDGET_SHORT")
+    assert finding.level is Severity.WARNING
+    assert finding.objects == (ISVC_REF, "Pod/llm/vllm-llm-predictor-7b4c9d8f6-k3m7n")
+    assert finding.title == "startupProbe budget 120 s is below the measured load time 180 s"
+    assert "p95 180 s, max 180 s" in finding.summary
+    assert "No pod has been killed for it in the window yet" in finding.summary
+    assert (
+        "Pod vllm-llm-predictor-6d5f8b7c9-q8w2e kserve-container current run (started 2026-01-15T11:10:00Z): "
+        "serving after 180 s (pod Ready transition)"
+    ) in finding.evidence
+    (container,) = _patch_body(finding)["spec"]["predictor"]["containers"]
+    # An existing startupProbe keeps its handler; only the count grows: 180 × 1.5 = 270 s.
+    assert container["startupProbe"] == {
+        "httpGet": {"path": "/health", "port": 8080},
+        "periodSeconds": 10,
+        "failureThreshold": 27,
+    }
+    assert _after_patch(objects, finding) == []
+
+
+def test_estimated_load_of_a_70b_model_against_a_two_minute_startup() -> None:
+    objects = load_case(RAW, "checks/PROBE_STARTUP_BUDGET_SHORT/raw_estimated_70b.yaml")
+    finding = only(probes.run(evidence_of(objects)), "PROBE_STARTUP_BUDGET_SHORT")
+    assert finding.title == "startupProbe budget 120 s is below the estimated load time 341 s"
+    assert "estimate, not a measurement" in finding.summary
+    assert "70B parameters in 'meta-llama/Llama-3.1-70B-Instruct'" in finding.summary
+    (container,) = _patch_body(finding)["spec"]["predictor"]["containers"]
+    assert container["startupProbe"]["failureThreshold"] == 52  # 341 s × 1.5 = 511 s → 520 s
+    assert _after_patch(objects, finding) == []
+
+
+def test_an_estimate_contradicted_by_a_ready_pod_is_not_used() -> None:
+    objects = load_case(RAW, "checks/PROBE_STARTUP_BUDGET_SHORT/raw_estimated_70b.yaml")
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    pod["status"]["conditions"][1] = {"type": "Ready", "status": "True"}
+    pod["status"]["containerStatuses"][0]["ready"] = True
+    findings = probes.run(evidence_of(objects))
+    assert serious(findings) == []
+    note = only(findings, "PROBE_LOAD_TIME_UNKNOWN")
+    assert note.level is Severity.INFO
+    assert (
+        "became Ready within its startupProbe budget of 120 s, which the estimate of 341 s contradicts" in note.summary
+    )
+
+
+def test_serverless_liveness_only_with_an_estimate_raises_the_progress_deadline() -> None:
+    objects = load_case(SERVERLESS, "checks/PROBE_STARTUP_BUDGET_SHORT/serverless_estimated_liveness.yaml")
+    finding = only(probes.run(evidence_of(objects)), "PROBE_STARTUP_BUDGET_SHORT")
+    assert finding.objects == (ISVC_REF, KNATIVE_POD)
+    assert finding.title == "livenessProbe budget 90 s is below the estimated load time 341 s"
+    body = _patch_body(finding)
+    startup = body["spec"]["predictor"]["model"]["startupProbe"]
+    assert (startup["periodSeconds"], startup["failureThreshold"]) == (10, 52)
+    # 521 s worst case + 30 s before the container started (scheduling, pull) + 60 s, rounded up to minutes.
+    assert body["metadata"] == {"annotations": {"serving.knative.dev/progress-deadline": "660s"}}
+    assert _after_patch(objects, finding, knative=True) == []
+
+
+# --- PROBE_NOT_MODEL_AWARE --------------------------------------------------------------------------------
+
+
+def test_liveness_probe_on_the_agent_sidecar() -> None:
+    objects = load_case(RAW, "checks/PROBE_NOT_MODEL_AWARE/raw_liveness_on_agent.yaml")
+    finding = only(probes.run(evidence_of(objects)), "PROBE_NOT_MODEL_AWARE")
+    assert finding.level is Severity.WARNING
+    assert finding.objects == (ISVC_REF, RAW_POD)
+    assert "checks port 9081, which belongs to the agent sidecar" in finding.summary
+    (container,) = _patch_body(finding)["spec"]["predictor"]["containers"]
+    assert container["livenessProbe"] == {
+        "httpGet": {"path": "/health", "port": 8080},
+        "periodSeconds": 30,
+        "failureThreshold": 5,
+    }
+    assert _after_patch(objects, finding) == []
+
+
+EXEC_CASE = (RAW, "checks/PROBE_NOT_MODEL_AWARE/raw_exec_process_check.yaml")
+# vLLM needed 115 s; the process check let the pod turn Ready after 6 s.
+EXEC_LOGS = {
+    (RAW_POD_NAME, "kserve-container"): stamped(
+        "2026-01-15T11:20:10", [*vllm_start("/mnt/models"), *served_tail(61.0, 115.0)]
+    )
+}
+
+
+def _istio_promql() -> str:
+    spec = next(spec for spec in catalog.CATALOG if spec.id == "istio_requests_by_code")
+    return catalog.render(spec, 0, "llm", "vllm-llm", 15)
+
+
+_T0 = at("2026-01-15T11:20:00").timestamp()
+EDGE_503 = {
+    "istio_requests_by_code": {
+        "promql": _istio_promql(),
+        "result": [
+            {
+                "metric": {"response_code": "503", "response_flags": "URX"},
+                "values": [[_T0, "0"], [_T0 + 60, "2.5"], [_T0 + 120, "0"]],
+            },
+            {"metric": {"response_code": "200", "response_flags": "-"}, "values": [[_T0 + 120, "4"]]},
+        ],
+    }
+}
+
+
+def test_exec_process_check_is_not_model_aware() -> None:
+    objects = load_case(*EXEC_CASE)
+    finding = only(probes.run(evidence_of(objects, logs=EXEC_LOGS)), "PROBE_NOT_MODEL_AWARE")
+    assert finding.level is Severity.WARNING
+    assert "runs 'pgrep -f vllm.entrypoints.openai.api_server'" in finding.summary
+    (container,) = _patch_body(finding)["spec"]["predictor"]["containers"]
+    assert container["readinessProbe"] == {"httpGet": {"path": "/health", "port": 8080}, "periodSeconds": 5}
+    assert _after_patch(objects, finding, logs=EXEC_LOGS) == []
+
+
+def test_ready_before_serving_with_edge_503s_is_raised_to_critical() -> None:
+    objects = load_case(*EXEC_CASE)
+    finding = only(probes.run(evidence_of(objects, logs=EXEC_LOGS, metrics=EDGE_503)), "PROBE_NOT_MODEL_AWARE")
+    assert finding.level is Severity.CRITICAL
+    assert "Raised to critical: Pod vllm-llm-predictor-6d5f8b7c9-q8w2e turned Ready at 2026-01-15T11:20:16Z, 109 s" in (
+        finding.summary
+    )
+    assert "5xx at the Istio proxies (503 peak 2.50/s)" in finding.summary
+
+
+def test_serverless_runtime_probe_on_a_v2_path_vllm_does_not_serve() -> None:
+    objects = load_case(SERVERLESS, "checks/PROBE_NOT_MODEL_AWARE/serverless_runtime_v2_path.yaml")
+    finding = only(probes.run(evidence_of(objects)), "PROBE_NOT_MODEL_AWARE")
+    assert finding.title == "readinessProbe httpGet /v2/health/ready port 8080 does not test the engine"
+    assert "asks '/v2/health/ready', a path vllm does not serve" in finding.summary
+    # KServe merges the ISVC's fields into the runtime's probe and cannot drop its path: the runtime is patched.
+    assert finding.patch is not None and finding.patch.target == "ServingRuntime.serving.kserve.io/llm/vllm-runtime"
+    (container,) = _patch_body(finding)["spec"]["containers"]
+    assert container["readinessProbe"] == {
+        "httpGet": {"path": "/health", "port": 8080},
+        "periodSeconds": 10,
+        "failureThreshold": 3,
+    }
+    assert container["args"] == ["--port=8080", "--model=/mnt/models", "--served-model-name={{.Name}}"]
+    assert _after_patch(objects, finding, knative=True) == []
+
+
+def _istio_rewritten(original: dict) -> list[dict]:
+    objects = load_case(RAW)
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    pod["spec"]["containers"][0]["livenessProbe"] = {
+        "httpGet": {"path": "/app-health/kserve-container/livez", "port": 15020},
+        "periodSeconds": 30,
+    }
+    probers = {"/app-health/kserve-container/livez": original}
+    pod["spec"]["containers"].append(
+        {
+            "name": "istio-proxy",
+            "image": "istio/proxyv2:1.22",
+            "ports": [{"containerPort": 15090, "name": "http-envoy-prom"}],
+            "env": [{"name": "ISTIO_KUBE_APP_PROBERS", "value": json.dumps(probers)}],
+        }
+    )
+    return objects
+
+
+def test_istio_probe_rewrite_is_judged_by_the_original_probe() -> None:
+    fine = _istio_rewritten({"httpGet": {"path": "/health", "port": 8080}, "timeoutSeconds": 1})
+    assert "PROBE_NOT_MODEL_AWARE" not in codes(probes.run(evidence_of(fine)))
+    wrong = _istio_rewritten({"httpGet": {"path": "/healthz", "port": 8080}, "timeoutSeconds": 1})
+    finding = only(probes.run(evidence_of(wrong)), "PROBE_NOT_MODEL_AWARE")
+    assert "asks '/healthz'" in finding.summary
+
+
+# --- PROBE_READINESS_MISSING ------------------------------------------------------------------------------
+
+
+def test_raw_container_without_readiness_probe() -> None:
+    objects = load_case(RAW, "checks/PROBE_READINESS_MISSING/raw_liveness_only.yaml")
+    finding = only(probes.run(evidence_of(objects)), "PROBE_READINESS_MISSING")
+    assert finding.level is Severity.WARNING
+    assert finding.objects == (ISVC_REF, RAW_POD)
+    assert "declares no readinessProbe, startupProbe" in "\n".join(finding.evidence)
+    (container,) = _patch_body(finding)["spec"]["predictor"]["containers"]
+    assert container["readinessProbe"] == {
+        "httpGet": {"path": "/health", "port": 8080},
+        "periodSeconds": 10,
+        "failureThreshold": 3,
+    }
+    patched = rollout(apply_patch(objects, finding))
+    _valid_pod(patched)
+    assert "PROBE_READINESS_MISSING" not in codes(_after_patch(objects, finding))
+
+
+def test_missing_readiness_with_edge_503s_while_loading_is_critical() -> None:
+    objects = load_case(RAW, "checks/PROBE_READINESS_MISSING/raw_liveness_only.yaml")
+    findings = probes.run(evidence_of(objects, logs=EXEC_LOGS, metrics=EDGE_503))
+    finding = only(findings, "PROBE_READINESS_MISSING")
+    assert finding.level is Severity.CRITICAL
+    assert "109 s before its log shows the server serving" in finding.summary
+
+
+# --- step plumbing ----------------------------------------------------------------------------------------
+
+
+def test_pods_forbidden_is_missing_evidence() -> None:
+    reads = [
+        {"what": "Pod in llm (serving.kserve.io/inferenceservice=vllm-llm)", "status": "forbidden", "reason": "RBAC"}
+    ]
+    with pytest.raises(EvidenceMissing, match="forbidden"):
+        probes.run(evidence_of(load_case(RAW), reads=reads))
+
+
+def test_modelmesh_is_skipped() -> None:
+    objects = copy.deepcopy(load_case(RAW))
+    isvc = next(obj for obj in objects if obj["kind"] == "InferenceService")
+    isvc["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] = "ModelMesh"
+    with pytest.raises(StepSkipped):
+        probes.run(evidence_of(objects))
+
+
+# --- the shipped scenario -----------------------------------------------------------------------------
+
+
+def test_liveness_scenario_bundle_gets_a_startup_budget_that_covers_its_real_load(tmp_path: Path) -> None:
+    """The generated 'liveness-vs-warmup' bundle, read back as a capture: the step names the kill and sizes a
+    startupProbe from the cut logs' shard progress that covers the load the generator really simulates."""
+    spec = load_spec("liveness-vs-warmup")
+    cluster, _metrics, manifest = open_bundle(scenario_bundle(spec.name, tmp_path))
+    evidence = gather(cluster, None, Target(manifest.namespace, manifest.isvc), manifest.window, manifest.captured_at)
+    finding = only(probes.run(evidence), "PROBE_LIVENESS_KILLS_DURING_LOAD")
+    assert finding.title == "livenessProbe kills the container during the model load (90 s budget)"
+    startup = _patch_body(finding)["spec"]["predictor"]["model"]["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= spec.isvc.model.load_seconds
