@@ -47,7 +47,7 @@ def bundle_files(
     }
     files = {
         "manifest.json": json.dumps(manifest).encode(),
-        "objects/fixture.yaml": yaml.safe_dump_all([dict(obj) for obj in objects]).encode(),
+        "objects/fixture.yaml": yaml.safe_dump_all([dict(obj) for obj in objects], sort_keys=False).encode(),
     }
     for (pod, container), text in (logs or {}).items():
         files[f"logs/{namespace}/{pod}/{container}.log"] = text.encode()
