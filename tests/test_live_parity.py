@@ -34,6 +34,8 @@ NEEDS_MORE_THAN_OBJECTS = {
     "TIMEOUT_LB_DEFAULT/raw_alb_idle_default.yaml",  # latency metrics
     "TIMEOUT_LB_DEFAULT/raw_nginx_default.yaml",  # latency metrics
     "TIMEOUT_MISALIGNED/raw_httproute_short.yaml",  # latency metrics
+    "COLDSTART_CHURN/serverless_scale_to_zero_flapping.yaml",  # the ready-pods series
+    "HPA_BEHAVIOR_SLOW/raw_scale_up_one_pod_per_5min.yaml",  # metrics
 }
 
 

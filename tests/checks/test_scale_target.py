@@ -1,0 +1,332 @@
+"""The ``scale_target`` step: a failing fixture per code (Raw, KEDA and Serverless), the no-false-alarm cases, and
+patches that, merged (and rolled out by a stand-in for KServe/Knative where the InferenceService is patched),
+make the finding go away."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from builders import CAPTURED_AT
+from check_cases import apply_patch, codes, evidence_of, load_case, only, serious
+from patchcheck import assert_valid_object
+
+from nbhelpers import kube
+from nbhelpers.checks import scale_target
+from nbhelpers.findings import Finding, Severity
+from nbhelpers.metrics import catalog
+
+ISVC_REF = "InferenceService.serving.kserve.io/llm/vllm-llm"
+HPA_REF = "HorizontalPodAutoscaler/llm/vllm-llm-predictor"
+POD = "vllm-llm-predictor-6d5f8b7c9-q8w2e"
+RAW = ("checks/healthy/raw.yaml", "checks/healthy/resources_raw.yaml", "checks/healthy/scale_target_raw.yaml")
+SERVERLESS = (
+    "checks/healthy/serverless.yaml",
+    "checks/healthy/resources_serverless.yaml",
+    "checks/healthy/scale_target_serverless.yaml",
+)
+KSERVE_CPU_RAW = ("checks/healthy/raw.yaml", "checks/healthy/resources_raw.yaml")
+START = CAPTURED_AT.timestamp() - 1800
+
+
+def _series(query_id: str, *series: tuple[dict[str, str], list[float]]) -> dict[str, Any]:
+    """A catalog query's answer: each series' values at 15 s steps from 30 minutes before capture."""
+    result = [
+        {"metric": labels, "values": [[START + 15 * i, str(value)] for i, value in enumerate(values)]}
+        for labels, values in series
+    ]
+    return {"promql": catalog.render(catalog.BY_ID[query_id], 0, "llm", "vllm-llm", 15), "result": result}
+
+
+def _spike(running: list[float], waiting: list[float], **replicas: list[float]) -> dict[str, dict[str, Any]]:
+    metrics = {
+        "vllm_running": _series("vllm_running", ({"pod": POD}, running)),
+        "vllm_waiting": _series("vllm_waiting", ({"pod": POD}, waiting)),
+    }
+    for query_id, values in replicas.items():
+        metrics[query_id] = _series(query_id, ({}, values))
+    return metrics
+
+
+def _run(objects: list[dict[str, Any]], **options: Any) -> list[Finding]:
+    return scale_target.run(evidence_of(objects, **options))
+
+
+def _without_status(objects: list[dict[str, Any]], ref: str) -> list[dict[str, Any]]:
+    """The object after the controller that owns its status has caught up: stale conditions are gone."""
+    return [{k: v for k, v in obj.items() if k != "status"} if kube.ref(obj) == ref else obj for obj in objects]
+
+
+def _kserve_reconcile(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """KServe's HPA reconciler: classes external and none delete the HPA it owns; class hpa (or none set) creates
+    ``<isvc>-predictor`` on cpu when it is missing (hpa_reconciler.go shouldDeleteHPA / shouldCreateHPA)."""
+    isvc = next(obj for obj in objects if obj["kind"] == "InferenceService")
+    klass = kube.annotations(isvc).get(kube.AUTOSCALER_CLASS_ANNOTATION, "hpa")
+    owned = [
+        obj
+        for obj in objects
+        if obj["kind"] == "HorizontalPodAutoscaler"
+        and any(o.get("kind") == "InferenceService" for o in kube.metadata(obj).get("ownerReferences") or [])
+    ]
+    if klass in ("external", "none"):
+        return [obj for obj in objects if obj not in owned]
+    if klass == "hpa" and not owned:
+        kserve_hpa = next(o for o in load_case(*KSERVE_CPU_RAW) if o["kind"] == "HorizontalPodAutoscaler")
+        kserve_hpa = copy.deepcopy(kserve_hpa)
+        kserve_hpa["spec"]["maxReplicas"] = isvc["spec"]["predictor"].get("maxReplicas", 1)
+        kept = [obj for obj in objects if kube.ref(obj) != kube.ref(kserve_hpa)]
+        return [*kept, kserve_hpa]
+    return objects
+
+
+def _with_manifest(objects: list[dict[str, Any]], finding: Finding) -> list[dict[str, Any]]:
+    """Create the HPA a remediation asks for next to its InferenceService patch, after validating it."""
+    manifest = finding.extra["manifest"]
+    assert_valid_object(manifest)
+    assert manifest["metadata"]["name"] in finding.remediation
+    return [*objects, copy.deepcopy(manifest)]
+
+
+def _knative_rollout(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Knative copies the InferenceService's autoscaling annotations to the revision's PodAutoscaler."""
+    isvc = next(obj for obj in objects if obj["kind"] == "InferenceService")
+    wanted = {k: v for k, v in kube.annotations(isvc).items() if k.startswith("autoscaling.knative.dev/")}
+    result = []
+    for obj in objects:
+        if obj["kind"] == "PodAutoscaler":
+            obj = copy.deepcopy(obj)
+            obj["metadata"].setdefault("annotations", {}).update(wanted)
+        result.append(obj)
+    return result
+
+
+# --- no false alarms ------------------------------------------------------------------------------------
+
+HEALTHY: dict[str, tuple[tuple[str, ...], tuple[str, ...], dict[str, Any]]] = {
+    "raw, own HPA on running requests, at minReplicas with ScalingLimited/TooFewReplicas": (RAW, (), {}),
+    "desired replicas held by the scale-down stabilization window": (
+        (*RAW, "checks/healthy/scale_target_stabilization_hold.yaml"),
+        (),
+        {
+            "metrics": _spike(
+                [60, 40, 20, 10, 5], [0, 0, 0, 0, 0], hpa_current_replicas=[3] * 5, hpa_desired_replicas=[3] * 5
+            )
+        },
+    ),
+    "KEDA ScaledObject with the HPA it generated": (
+        (*RAW, "checks/healthy/scale_target_keda.yaml"),
+        (HPA_REF,),
+        {},
+    ),
+    "serverless KPA with Knative's default target under vLLM's default ceiling": (SERVERLESS, (), {}),
+    "no class and fixed bounds without an HPA": (("checks/healthy/raw.yaml",), (), {}),
+}
+
+
+@pytest.mark.parametrize("name", HEALTHY)
+def test_healthy_cases_raise_nothing(name: str) -> None:
+    files, dropped, options = HEALTHY[name]
+    assert serious(_run(load_case(*files, drop=dropped), **options)) == []
+
+
+# --- HPA_MISSING ------------------------------------------------------------------------------------------
+
+
+def test_unknown_class_in_raw_mode_leaves_no_autoscaler() -> None:
+    objects = load_case(*RAW, "checks/HPA_MISSING/raw_kpa_class.yaml", drop=(HPA_REF,))
+    finding = only(_run(objects), "HPA_MISSING")
+    assert finding.level is Severity.WARNING
+    assert finding.objects == (ISVC_REF,)
+    assert "'kpa'" in finding.summary and "RawDeployment" in finding.summary
+    fixed = _kserve_reconcile(apply_patch(objects, finding))
+    assert "HPA_MISSING" not in codes(_run(fixed))
+    assert any(kube.ref(obj) == HPA_REF for obj in fixed)
+
+
+# --- HPA_TARGET_NOT_FOUND / HPA_TARGET_NOT_SERVING ------------------------------------------------------
+
+
+def test_hpa_naming_a_deployment_that_does_not_exist() -> None:
+    objects = load_case(*RAW, "checks/HPA_TARGET_NOT_FOUND/raw_old_deployment_name.yaml")
+    finding = only(_run(objects), "HPA_TARGET_NOT_FOUND")
+    assert finding.level is Severity.CRITICAL
+    assert finding.objects == (HPA_REF, ISVC_REF)
+    assert "vllm-llm-predictor-default" in finding.title
+    assert any("FailedGetScale" in line for line in finding.evidence)
+    fixed = _without_status(apply_patch(objects, finding), HPA_REF)
+    assert serious(_run(fixed)) == []
+
+
+def test_hpa_scaling_a_deployment_the_service_does_not_select() -> None:
+    objects = load_case(*RAW, "checks/HPA_TARGET_NOT_SERVING/raw_canary_deployment.yaml")
+    finding = only(_run(objects), "HPA_TARGET_NOT_SERVING")
+    assert finding.level is Severity.CRITICAL
+    assert "vllm-llm-predictor-canary" in finding.summary and "traffic goes to vllm-llm-predictor" in finding.summary
+    assert any(
+        "ReplicaSet vllm-llm-predictor-6d5f8b7c9 -> Deployment vllm-llm-predictor" in e for e in finding.evidence
+    )
+    fixed = apply_patch(objects, finding)
+    assert serious(_run(fixed)) == []
+
+
+# --- HPA_CONFLICT -----------------------------------------------------------------------------------------
+
+
+def test_kserve_hpa_next_to_a_hand_made_hpa() -> None:
+    objects = load_case(*RAW, "checks/HPA_CONFLICT/raw_kserve_and_user_hpa.yaml")
+    findings = _run(objects)
+    finding = only(findings, "HPA_CONFLICT")
+    assert finding.level is Severity.WARNING
+    assert set(finding.objects) == {HPA_REF, "HorizontalPodAutoscaler/llm/vllm-llm-requests"}
+    assert finding.patch is not None and finding.patch.target == ISVC_REF
+    fixed = _kserve_reconcile(apply_patch(objects, finding))
+    assert serious(_run(fixed)) == []
+
+
+def test_hand_made_hpa_next_to_knative_kpa() -> None:
+    objects = load_case(*SERVERLESS, "checks/HPA_CONFLICT/serverless_kpa_and_hpa.yaml")
+    finding = only(_run(objects), "HPA_CONFLICT")
+    assert "vllm-llm-predictor-00001-deployment" in finding.title
+    assert "PodAutoscaler.autoscaling.internal.knative.dev/llm/vllm-llm-predictor-00001" in finding.objects
+    # No merge patch removes an object: the remediation deletes the hand-made HPA and keeps a copy to restore.
+    assert finding.patch is None
+    assert "kubectl delete hpa vllm-llm-gpu -n llm" in finding.remediation
+    removed = [obj for obj in objects if kube.name(obj) != "vllm-llm-gpu"]
+    assert "HPA_CONFLICT" not in codes(_run(removed))
+
+
+def test_keda_generated_hpa_is_not_a_second_autoscaler() -> None:
+    objects = load_case(*RAW, "checks/healthy/scale_target_keda.yaml", drop=(HPA_REF,))
+    assert "HPA_CONFLICT" not in codes(_run(objects))
+    # ... while an extra hand-made HPA next to the ScaledObject is one.
+    extra = copy.deepcopy(next(o for o in load_case(*RAW) if kube.ref(o) == HPA_REF))
+    extra["metadata"]["name"] = "vllm-llm-extra"
+    finding = only(_run([*objects, extra]), "HPA_CONFLICT")
+    assert "ScaledObject.keda.sh/llm/vllm-llm-predictor" in finding.objects
+    assert "HorizontalPodAutoscaler/llm/keda-hpa-vllm-llm-predictor" in finding.objects
+
+
+# --- HPA_CPU_METRIC_ON_GPU --------------------------------------------------------------------------------
+
+SPIKE = _spike(
+    [10, 40, 64, 64, 64, 64], [0, 0, 12, 30, 55, 80], hpa_current_replicas=[1] * 6, hpa_desired_replicas=[1] * 6
+)
+
+
+def test_hand_made_cpu_hpa_on_a_gpu_pod_under_a_spike() -> None:
+    objects = load_case(*RAW, "checks/HPA_CPU_METRIC_ON_GPU/raw_user_cpu_hpa.yaml")
+    finding = only(_run(objects, metrics=SPIKE), "HPA_CPU_METRIC_ON_GPU")
+    assert finding.level is Severity.WARNING
+    assert finding.objects == (HPA_REF, f"Pod/llm/{POD}")
+    assert "peak waiting requests (all pods) in the window: 80" in finding.evidence
+    assert "measured capacity: 64 running requests per pod while requests queued" in finding.evidence
+    # 80 % of the 64 requests a pod held while requests queued.
+    assert finding.patch is not None and "averageValue: '51'" in finding.patch.body
+    fixed = apply_patch(objects, finding)
+    assert serious(_run(fixed, metrics=SPIKE)) == []
+
+
+def test_kserve_default_cpu_hpa_is_replaced_through_the_external_class() -> None:
+    objects = load_case(*KSERVE_CPU_RAW)
+    finding = only(_run(objects, metrics=SPIKE), "HPA_CPU_METRIC_ON_GPU")
+    assert finding.patch is not None and finding.patch.target == ISVC_REF
+    assert "serving.kserve.io/autoscalerClass: external" in finding.patch.body
+    # No flag: vLLM 0.10.1 on an L40S (under 70 GiB) runs 256 requests; the spike measured 64 while queueing.
+    assert finding.extra["manifest"]["spec"]["metrics"][0]["pods"]["target"]["averageValue"] == "51"
+    fixed = _with_manifest(_kserve_reconcile(apply_patch(objects, finding)), finding)
+    assert serious(_run(fixed, metrics=SPIKE)) == []
+
+
+def test_fixed_bounds_make_the_metric_moot() -> None:
+    objects = load_case(*RAW, "checks/HPA_CPU_METRIC_ON_GPU/raw_user_cpu_hpa.yaml")
+    hpa = next(o for o in objects if kube.ref(o) == HPA_REF)
+    hpa["spec"]["maxReplicas"] = 1
+    assert "HPA_CPU_METRIC_ON_GPU" not in codes(_run(objects))
+
+
+# --- HPA_TARGET_ABOVE_POD_CAPACITY ------------------------------------------------------------------------
+
+
+def test_running_request_target_at_max_num_seqs() -> None:
+    objects = load_case(*RAW, "checks/HPA_TARGET_ABOVE_POD_CAPACITY/raw_running_target_at_ceiling.yaml")
+    finding = only(_run(objects), "HPA_TARGET_ABOVE_POD_CAPACITY")
+    assert finding.level is Severity.WARNING
+    assert "target 64" in finding.title and "ceiling 64" in finding.title
+    assert "--max-num-seqs 64 on the command line" in finding.summary
+    fixed = apply_patch(objects, finding)
+    assert serious(_run(fixed)) == []
+
+
+def test_knative_default_target_above_a_small_max_num_seqs() -> None:
+    objects = load_case(*SERVERLESS, "checks/HPA_TARGET_ABOVE_POD_CAPACITY/serverless_kpa_default_target.yaml")
+    finding = only(_run(objects), "HPA_TARGET_ABOVE_POD_CAPACITY")
+    assert "KPA target 70" in finding.title and "ceiling of 64" in finding.title
+    assert "(Knative default)" in finding.summary
+    assert finding.patch is not None and finding.patch.target == ISVC_REF
+    fixed = _knative_rollout(apply_patch(objects, finding))
+    assert serious(_run(fixed)) == []
+
+
+def test_vllm_default_ceiling_depends_on_the_gpu() -> None:
+    """No flag: vLLM V1 runs 256 requests on an L40S, so a KPA target of 200 per pod is fine there ..."""
+    objects = load_case(*SERVERLESS)
+    isvc = next(o for o in objects if o["kind"] == "InferenceService")
+    isvc["metadata"]["annotations"]["autoscaling.knative.dev/target"] = "400"
+    objects = _knative_rollout(objects)
+    finding = only(_run(objects), "HPA_TARGET_ABOVE_POD_CAPACITY")
+    assert "ceiling of 256" in finding.title and "GPUs under 70 GiB" in finding.summary
+    isvc["metadata"]["annotations"]["autoscaling.knative.dev/target"] = "200"
+    assert serious(_run(_knative_rollout(objects))) == []
+
+
+# --- HPA_AT_MAX -------------------------------------------------------------------------------------------
+
+
+def test_at_max_while_requests_queue() -> None:
+    objects = load_case(*RAW, "checks/HPA_AT_MAX/raw_at_max_waiting.yaml")
+    metrics = _spike([60, 64, 64, 64], [5, 20, 60, 110], hpa_current_replicas=[4] * 4)
+    finding = only(_run(objects, metrics=metrics), "HPA_AT_MAX")
+    assert finding.level is Severity.WARNING
+    assert "condition ScalingLimited=True (TooManyReplicas)" in " ".join(finding.evidence)
+    # Peak demand 64 running + 110 waiting = 174 requests over 51 per pod (80 % of 64) -> 4 replicas, so one more
+    # than the current maximum; the finding never proposes less than max + 1.
+    assert finding.patch is not None and "maxReplicas: 5" in finding.patch.body
+    fixed = apply_patch(objects, finding)
+    assert "HPA_AT_MAX" not in codes(_run(fixed, metrics=metrics))
+
+
+def test_at_max_without_unmet_demand_is_fine() -> None:
+    objects = load_case(*RAW, "checks/HPA_AT_MAX/raw_at_max_waiting.yaml")
+    hpa = next(o for o in objects if kube.ref(o) == HPA_REF)
+    hpa["status"]["conditions"] = [c for c in hpa["status"]["conditions"] if c["type"] != "ScalingLimited"]
+    quiet = _spike([30, 30], [0, 0], hpa_current_replicas=[4, 4])
+    assert "HPA_AT_MAX" not in codes(_run(objects, metrics=quiet))
+
+
+# --- HPA_BEHAVIOR_SLOW ------------------------------------------------------------------------------------
+
+
+def test_scale_down_window_shorter_than_the_cold_start() -> None:
+    objects = load_case(*RAW, "checks/HPA_BEHAVIOR_SLOW/raw_cold_start_longer_than_stabilization.yaml")
+    finding = only(_run(objects), "HPA_BEHAVIOR_SLOW")
+    assert "300 s" in finding.summary and "600 s" in finding.summary
+    assert f"Pod {POD}: created -> Ready in 600 s" in finding.evidence
+    assert finding.patch is not None and "stabilizationWindowSeconds: 1200" in finding.patch.body
+    fixed = apply_patch(objects, finding)
+    assert serious(_run(fixed)) == []
+
+
+def test_scale_up_policy_slower_than_demand() -> None:
+    objects = load_case(*RAW, "checks/HPA_BEHAVIOR_SLOW/raw_scale_up_one_pod_per_5min.yaml")
+    metrics = _spike(
+        [64] * 10,
+        [20, 40, 60, 80, 90, 95, 99, 99, 99, 99],
+        hpa_current_replicas=[1] * 5 + [2] * 5,
+        hpa_desired_replicas=[4] * 10,
+    )
+    finding = only(_run(objects, metrics=metrics), "HPA_BEHAVIOR_SLOW")
+    assert "stayed above current replicas for 135 s" in finding.summary
+    assert "1 pods per 300 s" in finding.summary
+    fixed = apply_patch(objects, finding)
+    assert "HPA_BEHAVIOR_SLOW" not in codes(_run(fixed, metrics=metrics))

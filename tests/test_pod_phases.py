@@ -1,0 +1,198 @@
+"""The cold-start arithmetic of :mod:`nbhelpers.models.pod_phases`: pod milestones from status and events,
+distributions, and valleys in the pod-count timeline."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+from nbhelpers.models import pod_phases
+from nbhelpers.models.pod_phases import Distribution, Valley
+
+OBSERVED = datetime(2026, 1, 15, 12, 0, tzinfo=timezone.utc)
+POD = "vllm-llm-predictor-00001-deployment-abc"
+
+
+def _pod(
+    *,
+    created: str = "2026-01-15T11:00:00Z",
+    scheduled: str | None = "2026-01-15T11:00:02Z",
+    started: str | None = "2026-01-15T11:02:00Z",
+    ready: str | None = "2026-01-15T11:05:00Z",
+    ready_false_since: str | None = None,
+    restarts: int = 0,
+    waiting: str | None = None,
+    phase: str = "Running",
+) -> dict[str, Any]:
+    conditions: list[dict[str, Any]] = []
+    if scheduled:
+        conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": scheduled})
+    else:
+        conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable"})
+    if ready:
+        conditions.append({"type": "Ready", "status": "True", "lastTransitionTime": ready})
+    else:
+        conditions.append({"type": "Ready", "status": "False", "lastTransitionTime": ready_false_since or created})
+    state: dict[str, Any] = {"running": {"startedAt": started}} if started else {"waiting": {"reason": waiting or ""}}
+    if waiting and started:
+        state = {"waiting": {"reason": waiting}}
+    status: dict[str, Any] = {
+        "name": "kserve-container",
+        "ready": bool(ready),
+        "restartCount": restarts,
+        "state": state,
+    }
+    if waiting and started:
+        status["lastState"] = {"terminated": {"startedAt": started, "finishedAt": "2026-01-15T11:03:00Z"}}
+    return {
+        "metadata": {"name": POD, "creationTimestamp": created},
+        "spec": {"containers": [{"name": "kserve-container", "image": "vllm/vllm-openai:v0.10.1"}]},
+        "status": {"phase": phase, "conditions": conditions, "containerStatuses": [status]},
+    }
+
+
+def _event(reason: str, message: str, at: str, *, field: str | None = None, count: int = 1) -> dict[str, Any]:
+    involved: dict[str, Any] = {"kind": "Pod", "name": POD}
+    if field:
+        involved["fieldPath"] = field
+    return {
+        "reason": reason,
+        "message": message,
+        "count": count,
+        "firstTimestamp": at,
+        "lastTimestamp": at,
+        "involvedObject": involved,
+    }
+
+
+def test_phases_from_conditions_events_and_container_start() -> None:
+    events = [
+        _event(
+            "Pulled",
+            'Container image "kserve/storage-initializer:v0.14.1" already present on machine',
+            "2026-01-15T11:00:03Z",
+            field="spec.initContainers{storage-initializer}",
+        ),
+        _event(
+            "Pulled",
+            'Successfully pulled image "vllm/vllm-openai:v0.10.1" in 1m2.5s (1m2.5s including waiting)',
+            "2026-01-15T11:01:05Z",
+            field="spec.containers{kserve-container}",
+        ),
+    ]
+    phases = pod_phases.measure_pod(_pod(), events, "kserve-container", OBSERVED)
+    assert phases.total == 300
+    assert phases.pull_seconds == 62.5
+    assert phases.phases() == [
+        ("created → scheduled", 2.0),
+        ("scheduled → image pulled", 63.0),  # the init container's pull is not the serving image's
+        ("image pulled → container started", 55.0),
+        ("container started → Ready", 180.0),
+    ]
+    assert "Ready after 300 s = created → scheduled 2 s + scheduled → image pulled 63 s" in phases.describe()
+    assert "kubelet: image pulled in 62.5 s" in phases.describe()
+
+
+def test_a_missing_milestone_merges_its_neighbours() -> None:
+    phases = pod_phases.measure_pod(_pod(), [], "kserve-container", OBSERVED)
+    assert [name for name, _ in phases.phases()] == [
+        "created → scheduled",
+        "scheduled → container started",
+        "container started → Ready",
+    ]
+
+
+def test_pull_event_without_field_path_is_matched_by_image() -> None:
+    other = _event("Pulled", 'Container image "gcr.io/queue:1" already present on machine', "2026-01-15T11:00:04Z")
+    serving = _event(
+        "Pulled", 'Container image "vllm/vllm-openai:v0.10.1" already present on machine', "2026-01-15T11:00:05Z"
+    )
+    phases = pod_phases.measure_pod(_pod(), [other, serving], "kserve-container", OBSERVED)
+    assert phases.at(pod_phases.PULLED) == datetime(2026, 1, 15, 11, 0, 5, tzinfo=timezone.utc)
+    assert phases.image_cached and phases.pull_seconds is None
+
+
+def test_node_wait_counts_in_the_scheduling_phase() -> None:
+    events = [
+        _event(
+            "FailedScheduling",
+            "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+            "2026-01-15T11:00:00Z",
+            count=5,
+        ),
+        _event("TriggeredScaleUp", "pod triggered scale-up: [{gpu-pool 2->3 (max: 6)}]", "2026-01-15T11:00:10Z"),
+        _event("Scheduled", f"Successfully assigned llm/{POD} to gpu-node-c", "2026-01-15T11:04:00Z"),
+    ]
+    pod = _pod(scheduled=None, started="2026-01-15T11:06:00Z", ready="2026-01-15T11:09:00Z")
+    pod["status"]["conditions"][0] = {"type": "PodScheduled", "status": "True"}  # no transition time recorded
+    phases = pod_phases.measure_pod(pod, events, "kserve-container", OBSERVED)
+    assert phases.waited_for_node
+    assert phases.phases()[0] == ("created → scheduled", 240.0)
+    assert "waited for a node: 5× FailedScheduling, then 'pod triggered scale-up" in phases.describe()
+
+
+def test_still_starting_is_a_lower_bound() -> None:
+    pod = _pod(
+        started="2026-01-15T11:50:00Z",
+        ready=None,
+        created="2026-01-15T11:45:00Z",
+        ready_false_since="2026-01-15T11:45:01Z",
+    )
+    phases = pod_phases.measure_pod(pod, [], "kserve-container", OBSERVED)
+    assert phases.total is None
+    assert phases.starting_for == 900
+    assert "not ready after 900 s (still starting: a lower bound)" in phases.describe()
+
+
+@pytest.mark.parametrize(
+    ("pod", "reason"),
+    [
+        (_pod(scheduled=None, started=None, ready=None, phase="Pending"), "not scheduled"),
+        (_pod(ready=None, started=None, waiting="ImagePullBackOff"), "waiting: ImagePullBackOff"),
+        (_pod(ready=None, restarts=3, waiting="CrashLoopBackOff"), "waiting: CrashLoopBackOff"),
+        (_pod(ready=None, restarts=2), "restarted 2×"),
+        (_pod(ready=None, ready_false_since="2026-01-15T11:40:00Z"), "was ready before"),
+    ],
+)
+def test_pods_stuck_for_other_reasons_give_no_lower_bound(pod: dict[str, Any], reason: str) -> None:
+    phases = pod_phases.measure_pod(pod, [], "kserve-container", OBSERVED)
+    assert phases.starting_for is None
+    assert reason in phases.stuck
+
+
+def test_distribution_uses_nearest_rank() -> None:
+    distribution = Distribution.of([float(v) for v in range(1, 21)])
+    assert distribution == Distribution(20, 10.0, 19.0, 20.0)
+    assert Distribution.of([]) is None
+
+
+def test_phase_distributions_are_in_milestone_order() -> None:
+    fast = pod_phases.measure_pod(_pod(), [], "kserve-container", OBSERVED)
+    slow = pod_phases.measure_pod(_pod(ready="2026-01-15T11:12:00Z"), [], "kserve-container", OBSERVED)
+    result = dict(pod_phases.phase_distributions([fast, slow]))
+    assert list(result) == ["created → scheduled", "scheduled → container started", "container started → Ready"]
+    assert result["container started → Ready"] == Distribution(2, 180.0, 600.0, 600.0)
+
+
+def test_gaps_in_a_summed_series_are_zero_pods() -> None:
+    samples = [(0.0, 1.0), (15.0, 1.0), (60.0, 1.0)]
+    assert pod_phases.fill_gaps(samples, 15) == [(0.0, 1.0), (15.0, 1.0), (30.0, 0.0), (45.0, 0.0), (60.0, 1.0)]
+
+
+def test_valleys_count_falls_followed_by_rises() -> None:
+    samples = [(float(t), v) for t, v in enumerate([1, 1, 0, 0, 1, 1, 0, 1, 1])]
+    assert pod_phases.valleys(samples) == [Valley(2, 4, 1, 0, 1), Valley(6, 7, 1, 0, 1)]
+    assert pod_phases.valleys(samples)[0].seconds == 2
+
+
+def test_a_staircase_down_and_up_is_one_valley_and_a_peak_is_none() -> None:
+    staircase = [(float(t), v) for t, v in enumerate([3, 2, 1, 2, 3])]
+    assert pod_phases.valleys(staircase) == [Valley(1, 3, 3, 1, 2)]
+    peak = [(float(t), v) for t, v in enumerate([1, 2, 2, 1])]
+    assert pod_phases.valleys(peak) == []
+
+
+def test_counter_increases() -> None:
+    assert pod_phases.increases([(0.0, 0.0), (15.0, 0.0), (30.0, 1.0), (45.0, 1.0), (60.0, 3.0)]) == [30.0, 60.0]
