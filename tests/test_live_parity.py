@@ -7,7 +7,6 @@ clusters too (issue 3: "all codes work on live and bundle sources").
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,9 @@ from fakeapi import FakeApiServer
 
 from nbhelpers.checks import STEPS, check_for
 from nbhelpers.evidence import Evidence, Target, gather
-from nbhelpers.findings import Finding
 from nbhelpers.sources import kinds
 from nbhelpers.sources.cluster_live import LiveCluster
+from nbhelpers.triage import run_step
 
 pytestmark = pytest.mark.integration
 
@@ -36,6 +35,7 @@ NEEDS_MORE_THAN_OBJECTS = {
     "TIMEOUT_MISALIGNED/raw_httproute_short.yaml",  # latency metrics
     "COLDSTART_CHURN/serverless_scale_to_zero_flapping.yaml",  # the ready-pods series
     "HPA_BEHAVIOR_SLOW/raw_scale_up_one_pod_per_5min.yaml",  # metrics
+    "HPA_METRIC_SERIES_MISSING/vllm_series_lack_pod_label.yaml",  # metrics
 }
 
 
@@ -71,12 +71,10 @@ def _crds() -> list[dict[str, object]]:
 
 
 def _findings(evidence: Evidence) -> list[dict[str, object]]:
-    found: list[Finding] = []
-    for step in STEPS:
-        check: Callable[[Evidence], list[Finding]] | None = check_for(step.id)
-        if check is not None:
-            found.extend(check(evidence))
-    return [finding.to_json() for finding in found]
+    """Every step's findings, through run_step as a triage runs them (a skipped step gives none)."""
+    results = [run_step(step, check_for(step.id), evidence) for step in STEPS]
+    assert all(result.status != "error" for result in results), [result.reason for result in results]
+    return [finding.to_json() for result in results for finding in result.findings]
 
 
 @pytest.mark.parametrize(("base", "case"), _case_files(), ids=lambda value: Path(value).stem or "base")

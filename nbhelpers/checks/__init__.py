@@ -55,7 +55,16 @@ STEP_BY_ID: dict[str, StepInfo] = {step.id: step for step in STEPS}
 def check_for(step_id: str) -> CheckFunction | None:
     """The ``run`` function of a step's module, or ``None`` while the step is not implemented."""
     # Imported here, not at the top: the check modules import STEP_BY_ID from this module.
-    from nbhelpers.checks import cold_start, endpoints, ports, probes, resources, scale_target, timeouts
+    from nbhelpers.checks import (
+        cold_start,
+        endpoints,
+        metric_pipeline,
+        ports,
+        probes,
+        resources,
+        scale_target,
+        timeouts,
+    )
 
     implemented: dict[str, CheckFunction] = {
         "endpoints": endpoints.run,
@@ -63,6 +72,7 @@ def check_for(step_id: str) -> CheckFunction | None:
         "ports": ports.run,
         "resources": resources.run,
         "cold_start": cold_start.run,
+        "metric_pipeline": metric_pipeline.run,
         "scale_target": scale_target.run,
         "timeouts": timeouts.run,
     }
