@@ -15,15 +15,18 @@ from collections.abc import Iterable
 from typing import Any
 
 REDACTED = "<redacted>"
-_SECRET_NAME = re.compile(r"(token|secret|passw(or)?d|api[_-]?key|apikey|credential|private[_-]?key|auth)", re.I)
-_SECRET_FLAG = re.compile(r"^--?[\w.-]*(token|secret|passw(or)?d|api[_-]?key|credential|auth)[\w.-]*$", re.I)
+# "token" as in a credential, not vLLM's token counts and tokenizer settings (--max-num-batched-tokens,
+# --tokenizer, --return-tokens-as-token-ids): their values are numbers and model names, not secrets.
+_TOKEN = r"token(?!s|izer|[-_]ids?)"
+_SECRET_NAME = re.compile(rf"({_TOKEN}|secret|passw(or)?d|api[_-]?key|apikey|credential|private[_-]?key|auth)", re.I)
+_SECRET_FLAG = re.compile(rf"^--?[\w.-]*({_TOKEN}|secret|passw(or)?d|api[_-]?key|credential|auth)[\w.-]*$", re.I)
 _DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 _TEXT_PATTERNS = (
     # Authorization headers and bearer tokens anywhere.
     re.compile(r"(?i)(authorization\s*[:=]\s*)(\S+(?:\s+\S+)?)"),
     re.compile(r"(?i)(bearer\s+)([A-Za-z0-9._~+/=-]{8,})"),
     # --api-key VALUE / --api-key=VALUE and friends.
-    re.compile(r"(?i)(--?[\w.-]*(?:token|secret|passw(?:or)?d|api[_-]?key|credential)[\w.-]*(?:=|\s+))(\S+)"),
+    re.compile(rf"(?i)(--?[\w.-]*(?:{_TOKEN}|secret|passw(?:or)?d|api[_-]?key|credential)[\w.-]*(?:=|\s+))(\S+)"),
     # Python reprs such as api_key='sk-...' or 'api_key': 'sk-...' (vLLM prints its args this way).
     re.compile(r"""(?i)(['"]?[\w-]*(?:token|secret|passw(?:or)?d|api[_-]?key)['"]?\s*[:=]\s*['"])([^'"]+)"""),
     # Well-known token shapes.

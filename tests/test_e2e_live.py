@@ -54,12 +54,13 @@ def test_triage_on_a_live_cluster_writes_the_four_outputs(
     result = kserve_runbook(
         "triage", *live_options(kubeconfig, prometheus_server), *FIXTURE_WINDOW, "--out", str(out), cwd=tmp_path
     )
-    # The cluster's objects are healthy, but the real Prometheus recorded an OOM kill at 11:30 (tests/promharness.py):
-    # a critical finding only the metrics can show, so the exit code is 1.
+    # The cluster's objects are healthy, but the real Prometheus recorded (tests/promharness.py) an OOM kill at 11:30
+    # and, during the 11:20-11:40 incident, KV cache usage at 0.97 with preemptions: findings only the metrics can
+    # show. The OOM kill is critical, so the exit code is 1.
     assert result.returncode == 1, result.stderr
     assert f"report: {out / 'report.html'}" in result.stdout
     document = read_report(out)
-    assert document["root_causes"] == ["RESOURCES_HOST_OOMKILLED"]
+    assert document["root_causes"] == ["RESOURCES_HOST_OOMKILLED", "KV_CACHE_PRESSURE"]
     assert document["sources"] == {"cluster": "live", "prometheus": "live"}
     assert document["partial"] is False
     statuses = {step["id"]: step["status"] for step in document["steps"]}  # type: ignore[attr-defined]

@@ -36,6 +36,13 @@ NEEDS_MORE_THAN_OBJECTS = {
     "COLDSTART_CHURN/serverless_scale_to_zero_flapping.yaml",  # the ready-pods series
     "HPA_BEHAVIOR_SLOW/raw_scale_up_one_pod_per_5min.yaml",  # metrics
     "HPA_METRIC_SERIES_MISSING/vllm_series_lack_pod_label.yaml",  # metrics
+    "GPU_OOM/raw_profiling_oom.yaml",  # logs
+    "VLLM_KV_CAPACITY_EXCEEDED/serverless_v0_engine.yaml",  # logs
+    "VLLM_MEMORY_UTILIZATION_RISKY/serverless_shared_gpu.yaml",  # logs
+    "QUEUE_SATURATION/raw_at_max_replicas.yaml",  # metrics
+    "QUEUE_SATURATION/serverless_max_num_seqs_32.yaml",  # metrics
+    "KV_CACHE_PRESSURE/raw_long_contexts.yaml",  # metrics
+    "KV_CACHE_PRESSURE/serverless_defaults.yaml",  # metrics
 }
 
 

@@ -66,3 +66,28 @@ def test_logs_lose_known_secrets_and_credential_shapes() -> None:
         assert secret not in cleaned
     assert "plain line with port 8000" in cleaned
     assert cleaned.count(REDACTED) >= 4
+
+
+def test_vllm_token_counts_and_tokenizer_flags_are_not_secrets() -> None:
+    container = {
+        "name": "kserve-container",
+        "args": [
+            "--max-num-batched-tokens",
+            "32768",
+            "--tokenizer",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "--return-tokens-as-token-ids",
+            "--hf-token",
+            "hf-secret-value-123",
+        ],
+        "env": [{"name": "MAX_TOKENS", "value": "4096"}, {"name": "HF_TOKEN", "value": "another-secret-1"}],
+    }
+    (cleaned,), secrets = redact_objects([{"kind": "Pod", "spec": {"containers": [container]}}])
+    args = cleaned["spec"]["containers"][0]["args"]
+    assert args[:5] == container["args"][:5]
+    assert args[5:] == ["--hf-token", REDACTED]
+    assert cleaned["spec"]["containers"][0]["env"][0]["value"] == "4096"
+    assert "32768" not in secrets and "hf-secret-value-123" in secrets
+    assert redact_text("--max-num-batched-tokens 32768 --hf-token abcdefgh123", secrets) == (
+        f"--max-num-batched-tokens 32768 --hf-token {REDACTED}"
+    )

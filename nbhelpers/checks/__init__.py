@@ -61,6 +61,7 @@ def check_for(step_id: str) -> CheckFunction | None:
         metric_pipeline,
         ports,
         probes,
+        queue_vs_oom,
         resources,
         scale_target,
         timeouts,
@@ -74,6 +75,7 @@ def check_for(step_id: str) -> CheckFunction | None:
         "cold_start": cold_start.run,
         "metric_pipeline": metric_pipeline.run,
         "scale_target": scale_target.run,
+        "queue_vs_oom": queue_vs_oom.run,
         "timeouts": timeouts.run,
     }
     return implemented.get(step_id)

@@ -1,0 +1,608 @@
+"""The ``queue_vs_oom`` step: failing fixtures per code, healthy ones that stay quiet, and patches that fix.
+
+Objects come from YAML fixtures; metrics are written here as the catalog's exact PromQL with a realistic hour of
+15 s samples (the bundle source serves them as a capture would); logs are what vLLM 0.10 (V1) and 0.6 (V0) print,
+stamped inside the window.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import yaml
+from builders import CAPTURED_AT
+from check_cases import apply_patch, codes, evidence_of, load_case, only, rollout, serious
+
+from nbhelpers.checks import queue_vs_oom
+from nbhelpers.errors import StepSkipped
+from nbhelpers.findings import Finding, Severity
+from nbhelpers.metrics import catalog
+from nbhelpers.models.model_table import lookup_model
+from nbhelpers.models.vllm_memory import GIB, Gpu, ServingPlan, estimate
+
+STEP = 15
+SAMPLES = 240  # one hour
+END = CAPTURED_AT.timestamp()
+ISVC_REF = "InferenceService.serving.kserve.io/llm/vllm-llm"
+
+RAW = ("checks/healthy/raw.yaml", "checks/healthy/queue_raw.yaml")
+SERVERLESS = ("checks/healthy/serverless.yaml", "checks/healthy/queue_serverless.yaml")
+RAW_POD = "vllm-llm-predictor-6d5f8b7c9-q8w2e"
+RAW_POD_2 = "vllm-llm-predictor-6d5f8b7c9-t4m7n"
+SLS_POD = "vllm-llm-predictor-00001-deployment-7f9c6d-x2k4p"
+QUEUE_IDS = ("QUEUE_SATURATION", "KV_CACHE_PRESSURE")
+
+Shape = Callable[[int], float]  # sample index (0 = window start, one per 15 s) -> value
+
+
+# --- metrics as a capture records them ----------------------------------------------------------------
+
+
+def _series(shape: Shape, **labels: str) -> dict[str, Any]:
+    start = END - STEP * SAMPLES
+    return {"metric": labels, "values": [[start + STEP * i, str(round(shape(i), 4))] for i in range(SAMPLES)]}
+
+
+def _metrics(**results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        query_id: {"promql": catalog.render(catalog.BY_ID[query_id], 0, "llm", "vllm-llm", STEP), "result": result}
+        for query_id, result in results.items()
+    }
+
+
+def _minute(index: int) -> float:
+    return index * STEP / 60
+
+
+def _noisy(low: float, high: float, seed: int) -> Shape:
+    """Values wandering between ``low`` and ``high`` (deterministic)."""
+    draws = random.Random(seed)
+    values = [draws.uniform(low, high) for _ in range(SAMPLES)]
+    return lambda i: values[i]
+
+
+def _during(start_minute: float, end_minute: float, inside: Shape, outside: Shape) -> Shape:
+    return lambda i: inside(i) if start_minute <= _minute(i) < end_minute else outside(i)
+
+
+def _const(value: float) -> Shape:
+    return lambda _: value
+
+
+def _ramp(start_minute: float, end_minute: float, low: float, high: float) -> Shape:
+    span = end_minute - start_minute
+    return lambda i: round(low + (high - low) * min(1.0, max(0.0, (_minute(i) - start_minute) / span)))
+
+
+def _pod_metrics(pod: str, running: Shape, waiting: Shape, kv: Shape) -> dict[str, list[dict[str, Any]]]:
+    return {
+        "vllm_running": [_series(running, pod=pod)],
+        "vllm_waiting": [_series(waiting, pod=pod)],
+        "vllm_kv_cache_usage": [_series(kv, pod=pod)],
+    }
+
+
+def _merge(*parts: Mapping[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    merged: dict[str, list[dict[str, Any]]] = {}
+    for part in parts:
+        for query_id, result in part.items():
+            merged.setdefault(query_id, []).extend(result)
+    return merged
+
+
+def _traffic(rate: float, **extra: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Request and token rates of a chat workload (about 550 prompt and 220 generated tokens per request)."""
+    return {
+        "vllm_request_rate": [_series(_noisy(rate * 0.9, rate * 1.1, 7))],
+        "vllm_prompt_tokens_rate": [_series(_noisy(rate * 500, rate * 600, 8))],
+        "vllm_generation_tokens_rate": [_series(_noisy(rate * 200, rate * 240, 9))],
+        **extra,
+    }
+
+
+# --- logs as the kubelet returns them ------------------------------------------------------------------
+
+
+def _log(*lines: tuple[str, str]) -> str:
+    """Lines stamped inside the window: (HH:MM:SS, text) -> kubelet timestamp + vLLM's own prefix."""
+    return "".join(f"2026-01-15T{clock}.000000000Z {text}\n" for clock, text in lines)
+
+
+def _v1_start(clock: str, args: str) -> list[tuple[str, str]]:
+    return [
+        (clock, f"INFO 01-15 {clock} [api_server.py:1805] vLLM API server version 0.10.1"),
+        (clock, f"INFO 01-15 {clock} [utils.py:326] non-default args: {args}"),
+    ]
+
+
+# --- helpers ---------------------------------------------------------------------------------------------
+
+
+def _run(
+    objects: list[dict[str, Any]],
+    metrics: Mapping[str, list[dict[str, Any]]] | None = None,
+    logs: Mapping[tuple[str, str], str] | None = None,
+) -> list[Finding]:
+    return queue_vs_oom.run(evidence_of(objects, metrics=_metrics(**metrics) if metrics else None, logs=logs))
+
+
+def _args(objects: list[dict[str, Any]], where: str = "pod") -> list[str]:
+    if where == "pod":
+        pod = next(obj for obj in objects if obj["kind"] == "Pod")
+        container = next(c for c in pod["spec"]["containers"] if c["name"] == "kserve-container")
+        return list(container["args"])
+    predictor = next(obj for obj in objects if obj["kind"] == "InferenceService")["spec"]["predictor"]
+    holder = predictor["containers"][0] if predictor.get("containers") else predictor["model"]
+    return list(holder["args"])
+
+
+def _patched(objects: list[dict[str, Any]], finding: Finding) -> list[dict[str, Any]]:
+    assert finding.patch is not None and finding.patch.target == ISVC_REF
+    return rollout(apply_patch(objects, finding))
+
+
+def _remediation_commands(finding: Finding) -> tuple[str, str]:
+    apply_part, rollback_part = finding.remediation.split("Roll back:\n", 1)
+    return apply_part.split("Apply:\n", 1)[1].strip(), rollback_part.strip()
+
+
+# --- QUEUE_SATURATION ------------------------------------------------------------------------------------
+
+
+def _spike_at_max_replicas() -> dict[str, list[dict[str, Any]]]:
+    """Both pods pinned at 64 from minute 30 to 48 while the queue grows to 45; KV 0.82-0.93; 504s from 38."""
+    pods = [
+        _pod_metrics(
+            pod,
+            _during(30, 48, _noisy(61, 64, seed), _noisy(30, 50, seed + 1)),
+            _during(30, 48, _ramp(30, 48, 3, 45), _const(0)),
+            _during(30, 48, _noisy(0.82, 0.93, seed + 2), _noisy(0.4, 0.6, seed + 3)),
+        )
+        for pod, seed in ((RAW_POD, 10), (RAW_POD_2, 20))
+    ]
+    return _merge(
+        *pods,
+        _traffic(
+            9.0,
+            vllm_queue_time_p95=[_series(_during(30, 48, _ramp(30, 48, 1, 9), _const(0.2)))],
+            vllm_preemptions_rate=[_series(_const(0))],
+            nginx_requests_by_status=[
+                _series(_const(9.0), status="200"),
+                _series(_during(38, 48, _const(0.5), _const(0)), status="504"),
+            ],
+        ),
+    )
+
+
+def test_queue_at_the_ceiling_with_504s_is_critical_saturation_and_raises_max_replicas() -> None:
+    objects = load_case(*RAW, "checks/QUEUE_SATURATION/raw_at_max_replicas.yaml")
+    findings = _run(objects, _spike_at_max_replicas())
+    assert codes(serious(findings)) == {"QUEUE_SATURATION"}
+    finding = only(findings, "QUEUE_SATURATION")
+    assert finding.level is Severity.CRITICAL
+    assert f"Pod/llm/{RAW_POD}" in finding.objects and f"Pod/llm/{RAW_POD_2}" in finding.objects
+    assert "ceiling 64 (--max-num-seqs=64)" in finding.summary
+    assert "(up to 44)" in finding.summary  # the ramp reaches 44 in the last sample before minute 48
+    assert "About 300 requests were answered 503/504" in finding.summary  # 0.5/s for 10 minutes
+    assert any("regime of the window: capacity: requests queued" in line for line in finding.evidence)
+    assert any("ingress-nginx: ≈300 answers 503/504" in line for line in finding.evidence)
+    # Demand peaked at (64 + 45) / 64 = 1.70 times two pods: four replicas; the KV cache had no headroom.
+    assert yaml.safe_load(finding.patch.body if finding.patch else "") == {"spec": {"predictor": {"maxReplicas": 4}}}
+    assert "maxReplicas from 2 to 4" in finding.remediation
+    apply_command, rollback = _remediation_commands(finding)
+    assert apply_command.startswith("kubectl patch inferenceservices.serving.kserve.io vllm-llm -n llm --type merge")
+    assert '"maxReplicas":2' in rollback
+
+    again = only(_run(_patched(objects, finding), _spike_at_max_replicas()), "QUEUE_SATURATION")
+    assert again.patch is None
+    assert "maxReplicas is already 4" in again.remediation
+
+
+def _pinned_with_kv_headroom(ceiling: float, kv: float) -> dict[str, list[dict[str, Any]]]:
+    """One Serverless pod pinned at ``ceiling`` from minute 20 to 35 with the queue rising to 20; KV near ``kv``."""
+    return _merge(
+        _pod_metrics(
+            SLS_POD,
+            _during(20, 35, _noisy(ceiling - 1, ceiling, 31), _noisy(ceiling * 0.4, ceiling * 0.8, 32)),
+            _during(20, 35, _ramp(20, 30, 4, 20), _const(0)),
+            _during(20, 35, _noisy(kv - 0.03, kv + 0.02, 33), _noisy(0.15, 0.3, 34)),
+        ),
+        _traffic(
+            4.0,
+            vllm_queue_time_p95=[_series(_during(20, 35, _ramp(20, 30, 2, 4), _const(0.1)))],
+            istio_requests_by_code=[_series(_const(4.0), response_code="200", response_flags="-")],
+        ),
+    )
+
+
+def test_serverless_queue_with_kv_headroom_raises_max_num_seqs_in_the_model_args() -> None:
+    objects = load_case(*SERVERLESS, "checks/QUEUE_SATURATION/serverless_max_num_seqs_32.yaml")
+    metrics = _pinned_with_kv_headroom(32, 0.4)
+    finding = only(_run(objects, metrics), "QUEUE_SATURATION")
+    assert finding.level is Severity.WARNING  # no 503/504: not raised
+    assert "ceiling 32 (--max-num-seqs=32)" in finding.summary
+    assert "queue time p95 reached 4.0 s" in finding.summary
+    # min(2 x 32, floor(32 x 0.85 / 0.42)) = 64, in the model's args (KServe appends them after the runtime's).
+    assert _args(apply_patch(objects, finding), "isvc") == ["--max-model-len=8192", "--max-num-seqs=64"]
+
+    patched = _patched(objects, finding)
+    assert _args(patched)[-1] == "--max-num-seqs=64"
+    assert "QUEUE_SATURATION" not in codes(_run(patched, metrics))
+
+
+def test_unknown_ceiling_is_read_from_the_plateau() -> None:
+    # No --max-num-seqs and no vLLM version in the window's logs: running levels off at 48 while 20 wait.
+    objects = load_case(*SERVERLESS)
+    metrics = _merge(
+        _pod_metrics(
+            SLS_POD,
+            _during(20, 35, _noisy(47, 48, 41), _noisy(15, 30, 42)),
+            _during(20, 35, _ramp(20, 30, 4, 20), _const(0)),
+            _during(20, 35, _noisy(0.55, 0.6, 43), _noisy(0.2, 0.3, 44)),
+        )
+    )
+    finding = only(_run(objects, metrics), "QUEUE_SATURATION")
+    assert "ceiling 48 (observed plateau of running requests; flag not set)" in finding.summary
+    # KV at most 0.6: floor(48 x 0.85 / 0.6) = 68 requests fit the cache at these request sizes.
+    assert _args(apply_patch(objects, finding), "isvc") == ["--max-model-len=8192", "--max-num-seqs=68"]
+
+
+# --- healthy: busy, short queues, spikes that drain, KV without preemptions, default utilization ------------
+
+
+def _busy_but_healthy() -> dict[str, list[dict[str, Any]]]:
+    """Running 40-63 of 64, a request or two waiting for one scrape now and then, KV 0.45-0.7, 2xx only."""
+    spikes = {17, 18, 95, 140, 141, 203}
+    return _merge(
+        _pod_metrics(
+            RAW_POD,
+            _noisy(40, 63, 51),
+            lambda i: 2.0 if i in spikes else 0.0,
+            _noisy(0.45, 0.7, 52),
+        ),
+        _traffic(
+            6.0,
+            vllm_queue_time_p95=[_series(_noisy(0.05, 0.4, 53))],
+            vllm_preemptions_rate=[_series(_const(0))],
+            nginx_requests_by_status=[_series(_const(6.0), status="200")],
+        ),
+    )
+
+
+def _pinned_with_short_queue() -> dict[str, list[dict[str, Any]]]:
+    """At the ceiling for 15 minutes with one or two requests waiting a fraction of a second; 2xx only."""
+    return _merge(
+        _pod_metrics(
+            RAW_POD,
+            _during(10, 25, _noisy(62, 64, 61), _noisy(35, 55, 62)),
+            _during(10, 25, lambda i: 1.0 + i % 2, _const(0)),
+            _noisy(0.6, 0.8, 63),
+        ),
+        _traffic(
+            7.0,
+            vllm_queue_time_p95=[_series(_noisy(0.1, 0.4, 64))],
+            nginx_requests_by_status=[_series(_const(7.0), status="200")],
+        ),
+    )
+
+
+def _spikes_that_drain() -> dict[str, list[dict[str, Any]]]:
+    """Three bursts of 30 requests that the pod clears within a minute each."""
+    bursts = {40: 30.0, 41: 22.0, 42: 9.0, 43: 2.0, 120: 28.0, 121: 14.0, 122: 3.0, 200: 30.0, 201: 11.0}
+    return _merge(
+        _pod_metrics(RAW_POD, _const(64), lambda i: bursts.get(i, 0.0), _noisy(0.5, 0.75, 71)),
+        _traffic(8.0, vllm_queue_time_p95=[_series(_noisy(0.2, 0.9, 72))]),
+    )
+
+
+def _kv_without_preemptions(kv: float) -> dict[str, list[dict[str, Any]]]:
+    return _merge(
+        _pod_metrics(SLS_POD, _noisy(20, 30, 81), _const(0), _noisy(kv - 0.02, kv + 0.02, 82)),
+        _traffic(3.0, vllm_preemptions_rate=[_series(_const(0))]),
+    )
+
+
+@pytest.mark.parametrize(
+    ("base", "metrics"),
+    [
+        pytest.param(RAW, _busy_but_healthy(), id="busy-short-queue-no-5xx"),
+        pytest.param(RAW, _pinned_with_short_queue(), id="at-ceiling-short-steady-queue"),
+        pytest.param(RAW, _spikes_that_drain(), id="bursts-that-drain"),
+        pytest.param(SERVERLESS, _kv_without_preemptions(0.7), id="kv-0.7-no-preemptions"),
+        pytest.param(SERVERLESS, _kv_without_preemptions(0.97), id="kv-full-no-preemptions-no-queue"),
+        pytest.param(SERVERLESS, None, id="default-utilization-no-prometheus"),
+    ],
+)
+def test_healthy_services_are_not_flagged(base: tuple[str, ...], metrics: dict[str, Any] | None) -> None:
+    assert serious(_run(load_case(*base), metrics)) == []
+
+
+def test_a_server_that_is_not_vllm_is_skipped() -> None:
+    objects = load_case(*RAW)
+    for obj in objects:
+        if obj["kind"] in ("Pod", "InferenceService"):
+            containers = obj["spec"]["containers"] if obj["kind"] == "Pod" else obj["spec"]["predictor"]["containers"]
+            containers[0].update(image="example.com/tgi:2.0", command=["python", "serve.py"], args=["--port", "8080"])
+    with pytest.raises(StepSkipped):
+        _run(objects)
+
+
+# --- KV_CACHE_PRESSURE ------------------------------------------------------------------------------------
+
+
+def _long_contexts(pod: str, running: float, preemptions: float, failed: str | None = None) -> dict[str, Any]:
+    """From minute 20 to 40 the cache is full (0.96-1.0) at about ``running`` requests and 5-14 wait."""
+    extra: dict[str, list[dict[str, Any]]] = {
+        "vllm_queue_time_p95": [_series(_during(20, 40, _noisy(3, 8, 93), _const(0.2)))],
+    }
+    if preemptions:
+        extra["vllm_preemptions_rate"] = [
+            _series(_during(20, 40, _noisy(preemptions * 0.8, preemptions, 94), _const(0)))
+        ]
+    if failed:
+        extra["knative_requests_by_code"] = [
+            _series(_const(2.0), response_code="200"),
+            _series(_during(30, 40, _const(0.2), _const(0)), response_code=failed),
+        ]
+    return _merge(
+        _pod_metrics(
+            pod,
+            _during(20, 40, _noisy(running - 2, running, 91), _noisy(10, running - 10, 92)),
+            _during(20, 40, _noisy(5, 14, 95), _const(0)),
+            _during(20, 40, _noisy(0.96, 1.0, 96), _noisy(0.3, 0.7, 97)),
+        ),
+        _traffic(2.0, **extra),
+    )
+
+
+def test_full_cache_with_preemptions_lowers_max_num_seqs() -> None:
+    objects = load_case(*RAW, "checks/KV_CACHE_PRESSURE/raw_long_contexts.yaml")
+    metrics = _long_contexts(RAW_POD, 48, 0.3)
+    findings = _run(objects, metrics)
+    assert codes(serious(findings)) == {"KV_CACHE_PRESSURE"}
+    finding = only(findings, "KV_CACHE_PRESSURE")
+    assert finding.level is Severity.WARNING
+    assert "up to 20.0 min" in finding.summary and "at up to 48 running requests" in finding.summary
+    assert "preemptions" in finding.summary
+    assert "concurrency ceiling: 64 (--max-num-seqs=64)" in finding.evidence
+    assert any("regime of the window: KV-cache pressure" in line for line in finding.evidence)
+    # floor(48 x 0.85 / 1.0) = 40, replacing the "--max-num-seqs", "64" pair where it stands.
+    assert _args(apply_patch(objects, finding), "isvc")[-4:] == ["--max-model-len", "32768", "--max-num-seqs", "40"]
+
+    after = _run(_patched(objects, finding), metrics)
+    assert serious(after) == []
+    assert only(after, "KV_CACHE_PRESSURE").level is Severity.INFO
+
+
+def test_cache_blocking_admission_under_an_unknown_ceiling_with_503s_is_critical() -> None:
+    objects = load_case(*SERVERLESS, "checks/KV_CACHE_PRESSURE/serverless_defaults.yaml")
+    findings = _run(objects, _long_contexts(SLS_POD, 24, 0.0, failed="503"))
+    assert codes(serious(findings)) == {"KV_CACHE_PRESSURE"}  # the plateau at 24 is the cache's, not a ceiling
+    finding = only(findings, "KV_CACHE_PRESSURE")
+    assert finding.level is Severity.CRITICAL
+    assert "admission blocked by the cache" in finding.summary
+    assert "About 120 requests were answered 503/504" in finding.summary
+    assert _args(apply_patch(objects, finding), "isvc") == ["--max-model-len=32768", "--max-num-seqs=20"]
+
+
+# --- GPU_OOM -----------------------------------------------------------------------------------------------
+
+
+PROFILING_OOM = _log(
+    *_v1_start(
+        "11:41:02",
+        "{'model': 'meta-llama/Llama-3.1-8B-Instruct', 'max_model_len': 16384, 'max_num_batched_tokens': 32768, "
+        "'gpu_memory_utilization': 0.95}",
+    ),
+    ("11:41:40", "INFO 01-15 11:41:40 [gpu_model_runner.py:1892] Model loading took 14.9889 GiB and 31.402 seconds"),
+    ("11:42:29", "(EngineCore_0 pid=211) ERROR 01-15 11:42:29 [core.py:700] EngineCore failed to start."),
+    (
+        "11:42:29",
+        "(EngineCore_0 pid=211) ERROR 01-15 11:42:29 [core.py:700] torch.OutOfMemoryError: CUDA out of memory. Tried "
+        "to allocate 3.50 GiB. GPU 0 has a total capacity of 21.96 GiB of which 318.06 MiB is free. Including "
+        "non-PyTorch memory, this process has 21.64 GiB memory in use.",
+    ),
+    ("11:42:31", "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"),
+)
+
+
+def _dcgm_full(pod: str) -> dict[str, list[dict[str, Any]]]:
+    """DCGM scraped with the exporter's own pod label: the workload's pod is in ``exported_pod``."""
+    labels = {"exported_pod": pod, "pod": "dcgm-exporter-7xk2p"}
+    wander = _noisy(22400, 22800, 101)
+
+    def used(i: int) -> float:
+        return 22805.0 if i == 170 else float(round(wander(i)))
+
+    return {
+        "gpu_fb_used_mib": [_series(used, **labels)],
+        "gpu_fb_free_mib": [_series(lambda i: 23034 - used(i), **labels)],
+    }
+
+
+def test_oom_while_profiling_gets_flags_that_fit_the_card() -> None:
+    objects = load_case(*RAW, "checks/GPU_OOM/raw_profiling_oom.yaml")
+    logs = {(RAW_POD, "kserve-container.previous"): PROFILING_OOM}
+    findings = _run(objects, _dcgm_full(RAW_POD), logs)
+    assert codes(serious(findings)) == {"GPU_OOM"}  # 0.95 is not above the risky threshold
+    finding = only(findings, "GPU_OOM")
+    assert finding.level is Severity.CRITICAL
+    assert "tried to allocate 3.5 GiB with 0.31 GiB free of 21.96 GiB" in finding.summary
+    assert "while starting up" in finding.title
+    assert f"Pod/llm/{RAW_POD}: 5 restarts, last exit Error (code 1), now CrashLoopBackOff" in finding.evidence
+    assert f"DCGM {RAW_POD}: framebuffer used up to 22,805 MiB of 23,034 MiB (99%)" in " ".join(finding.evidence)
+    assert "memory model: meta-llama/Llama-3.1-8B-Instruct on a GPU of 21.96 GiB as the engine saw it (log)" in (
+        finding.evidence
+    )
+    # Utilization back to vLLM's 0.9 and the L4's default token budget (2048); 16,384 tokens still fit.
+    patched_args = _args(apply_patch(objects, finding), "isvc")
+    assert patched_args[-6:] == [
+        "--max-model-len",
+        "16384",
+        "--max-num-batched-tokens",
+        "2048",
+        "--gpu-memory-utilization",
+        "0.9",
+    ]
+
+    patched = _patched(objects, finding)
+    assert serious(_run(patched)) == []  # the new rollout's pods have not crashed
+    # The memory model, with its safety margin, fits 16K contexts under the new flags but not the old ones.
+    llama = lookup_model("meta-llama/Llama-3.1-8B-Instruct")
+    l4 = Gpu(int(21.96 * GIB), "NVIDIA L4")
+    old = ServingPlan(llama, l4, gpu_memory_utilization=0.95, max_model_len=16384, max_num_batched_tokens=32768)
+    new = replace(old, gpu_memory_utilization=0.9, max_num_batched_tokens=2048)
+    bytes_for_one_request = 16384 * estimate(old).kv_bytes_per_token
+    margin = queue_vs_oom.ESTIMATE_MARGIN_GIB * GIB
+    assert estimate(new).budget.available - margin >= bytes_for_one_request
+    assert estimate(old).budget.available - margin < bytes_for_one_request
+
+
+LOADING_OOM = _log(
+    *_v1_start("11:30:05", "{'model': '/mnt/models', 'max_model_len': 8192}"),
+    (
+        "11:33:38",
+        "(EngineCore_0 pid=187) ERROR 01-15 11:33:38 [core.py:700] torch.OutOfMemoryError: CUDA out of memory. Tried "
+        "to allocate 896.00 MiB. GPU 0 has a total capacity of 79.19 GiB of which 401.06 MiB is free.",
+    ),
+    ("11:33:39", "ERROR 01-15 11:33:39 [async_llm.py:420] EngineDeadError: EngineCore encountered an issue."),
+)
+
+
+def test_weights_that_do_not_fit_one_gpu_ask_for_tensor_parallelism_without_a_patch() -> None:
+    objects = load_case(*SERVERLESS, "checks/GPU_OOM/serverless_70b_one_gpu.yaml")
+    findings = _run(objects, None, {(SLS_POD, "kserve-container.previous"): LOADING_OOM})
+    assert codes(serious(findings)) == {"GPU_OOM"}  # the engine never got to size a KV cache
+    finding = only(findings, "GPU_OOM")
+    assert finding.level is Severity.CRITICAL
+    assert "while loading weights" in finding.title
+    assert "tried to allocate 896 MiB with 0.39 GiB free of 79.19 GiB" in finding.summary
+    assert any("EngineDeadError" in line for line in finding.evidence)
+    assert finding.patch is None
+    assert "--tensor-parallel-size 2" in finding.remediation  # 131 GiB of weights over two H100s
+
+    # With the crash's log lost, the restarts and the weights' size tell the same story, as a computed finding.
+    computed = only(_run(objects), "GPU_OOM")
+    assert computed.title == "weights of 131 GiB per GPU do not fit a 79 GiB GPU"
+    assert computed.summary.startswith("Computed") and computed.patch is None
+    assert "--tensor-parallel-size 2" in computed.remediation
+
+
+# --- VLLM_KV_CAPACITY_EXCEEDED --------------------------------------------------------------------------------
+
+
+DEFAULT_CONTEXT_REFUSED = _log(
+    *_v1_start("11:44:00", "{'model': 'meta-llama/Llama-3.1-8B-Instruct'}"),
+    ("11:44:41", "INFO 01-15 11:44:41 [gpu_model_runner.py:1892] Model loading took 14.9889 GiB and 30.117 seconds"),
+    ("11:45:49", "INFO 01-15 11:45:49 [gpu_worker.py:276] Available KV cache memory: 4.19 GiB"),
+    (
+        "11:45:50",
+        "(EngineCore_0 pid=214) ERROR 01-15 11:45:50 [core.py:700] ValueError: To serve at least one request with the "
+        "models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the available KV cache "
+        "memory (4.19 GiB). Based on the available memory, the estimated maximum model length is 34304. Try "
+        "increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+    ),
+)
+
+
+def test_engine_refusing_the_model_default_context_gets_its_own_estimate() -> None:
+    objects = load_case(*RAW, "checks/VLLM_KV_CAPACITY_EXCEEDED/raw_default_context.yaml")
+    findings = _run(objects, None, {(RAW_POD, "kserve-container.previous"): DEFAULT_CONTEXT_REFUSED})
+    assert codes(serious(findings)) == {"VLLM_KV_CAPACITY_EXCEEDED"}
+    finding = only(findings, "VLLM_KV_CAPACITY_EXCEEDED")
+    assert finding.level is Severity.CRITICAL
+    assert finding.title == "--max-model-len 131,072 does not fit the KV cache"
+    assert "needs 16.00 GiB of KV cache for one request of 131,072 tokens but has 4.19 GiB" in finding.summary
+    assert "longest length that fits is 34,304" in finding.summary
+    assert _args(apply_patch(objects, finding), "isvc")[-1] == "--max-model-len=33792"  # rounded down to 1024s
+
+    # Without the engine's log the memory model computes the same verdict; after the patch it fits.
+    computed = only(_run(objects), "VLLM_KV_CAPACITY_EXCEEDED")
+    assert computed.summary.startswith("Computed")
+    assert serious(_run(_patched(objects, finding))) == []
+
+
+V0_REFUSED = _log(
+    ("11:38:00", "INFO 01-15 11:38:00 api_server.py:712] vLLM API server version 0.6.6"),
+    ("11:39:10", "INFO 01-15 11:39:10 model_runner.py:1099] Loading model weights took 14.9888 GB"),
+    ("11:39:40", "INFO 01-15 11:39:40 worker.py:241] Memory profiling takes 29.12 seconds"),
+    ("11:39:40", "INFO 01-15 11:39:40 worker.py:241] the current vLLM instance can use total_gpu_memory (21.96GiB)"),
+    ("11:39:41", "INFO 01-15 11:39:41 gpu_executor.py:76] # GPU blocks: 1478, # CPU blocks: 2048"),
+    (
+        "11:39:44",
+        "ERROR 01-15 11:39:44 engine.py:366] The model's max seq len (32768) is larger than the maximum number of "
+        "tokens that can be stored in KV cache (23648). Try increasing `gpu_memory_utilization` or decreasing "
+        "`max_model_len` when initializing the engine.",
+    ),
+)
+
+
+def test_v0_engine_refusing_its_context_is_patched_in_place() -> None:
+    objects = load_case(*SERVERLESS, "checks/VLLM_KV_CAPACITY_EXCEEDED/serverless_v0_engine.yaml")
+    findings = _run(objects, None, {(SLS_POD, "kserve-container.previous"): V0_REFUSED})
+    finding = only(findings, "VLLM_KV_CAPACITY_EXCEEDED")
+    assert "vLLM can store 23,648 tokens in its KV cache, fewer than one request of 32,768" in finding.summary
+    assert _args(apply_patch(objects, finding), "isvc") == ["--max-model-len=23552"]
+    assert serious(_run(_patched(objects, finding))) == []
+
+
+# --- VLLM_MEMORY_UTILIZATION_RISKY ------------------------------------------------------------------------------
+
+
+def test_utilization_above_095_is_risky_and_goes_back_to_the_default() -> None:
+    objects = load_case(*RAW, "checks/VLLM_MEMORY_UTILIZATION_RISKY/raw_utilization_098.yaml")
+    findings = _run(objects, _busy_but_healthy())
+    assert codes(serious(findings)) == {"VLLM_MEMORY_UTILIZATION_RISKY"}
+    finding = only(findings, "VLLM_MEMORY_UTILIZATION_RISKY")
+    assert finding.level is Severity.WARNING
+    assert "takes 98% of the GPU's memory" in finding.summary.replace("take ", "takes ")
+    assert _args(apply_patch(objects, finding), "isvc")[-2:] == ["--gpu-memory-utilization", "0.9"]
+    assert serious(_run(_patched(objects, finding), _busy_but_healthy())) == []
+
+
+SHARED_GPU = _log(
+    *_v1_start("11:50:00", "{'model': '/mnt/models', 'max_model_len': 8192}"),
+    (
+        "11:50:39",
+        "(EngineCore_0 pid=188) ERROR 01-15 11:50:39 [core.py:700] ValueError: Free memory on device cuda:0 "
+        "(17.92/21.96 GiB) on startup is less than desired GPU memory utilization (0.9, 19.76 GiB). Decrease GPU "
+        "memory utilization or reduce GPU memory used by other processes.",
+    ),
+)
+
+
+def test_free_memory_below_the_default_utilization_in_a_crash_loop_is_critical() -> None:
+    objects = load_case(*SERVERLESS, "checks/VLLM_MEMORY_UTILIZATION_RISKY/serverless_shared_gpu.yaml")
+    findings = _run(objects, None, {(SLS_POD, "kserve-container.previous"): SHARED_GPU})
+    assert codes(serious(findings)) == {"VLLM_MEMORY_UTILIZATION_RISKY"}
+    finding = only(findings, "VLLM_MEMORY_UTILIZATION_RISKY")
+    assert finding.level is Severity.CRITICAL
+    assert "only 17.92 of 21.96 GiB were free" in finding.summary and "4.04 GiB were held" in finding.summary
+    assert "raised to critical" in finding.summary
+    # floor((17.92 / 21.96 - 0.02) x 100) / 100 = 0.79; 8,192 tokens still fit the smaller cache.
+    assert _args(apply_patch(objects, finding), "isvc") == ["--max-model-len=8192", "--gpu-memory-utilization=0.79"]
+    assert serious(_run(_patched(objects, finding))) == []
+
+
+def test_every_patch_carries_the_whole_args_list_and_a_rollback() -> None:
+    objects = load_case(*RAW, "checks/VLLM_MEMORY_UTILIZATION_RISKY/raw_utilization_098.yaml")
+    finding = only(_run(objects), "VLLM_MEMORY_UTILIZATION_RISKY")
+    assert finding.patch is not None
+    body = yaml.safe_load(finding.patch.body)
+    args = body["spec"]["predictor"]["containers"][0]["args"]
+    assert args[:6] == [
+        "--model",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--served-model-name",
+        "vllm-llm",
+        "--port",
+        "8080",
+    ]
+    _, rollback = _remediation_commands(finding)
+    assert '"--gpu-memory-utilization","0.98"' in rollback
+    assert math.isclose(float(args[-1]), 0.9)
