@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
+from functools import cached_property, partial
 from types import MappingProxyType
 from typing import TypeVar
 
@@ -147,6 +147,20 @@ class Evidence:
 
     def logs_of(self, pod: str) -> tuple[ContainerLog, ...]:
         return tuple(log for log in self.logs if log.pod == pod)
+
+    def events_about(self, kind: str, name: str) -> tuple[KubeObject, ...]:
+        """The window's events whose involved object is ``kind/name``: one lookup, for checks that loop
+        over every pod (a scan of all events per pod is quadratic on large namespaces)."""
+        return self._events_by_object.get((kind, name), ())
+
+    @cached_property
+    def _events_by_object(self) -> dict[tuple[str, str], tuple[KubeObject, ...]]:
+        index: dict[tuple[str, str], list[KubeObject]] = {}
+        for event in self.events:
+            involved = event.get("involvedObject") or event.get("regarding") or {}
+            key = (str(involved.get("kind") or "Pod"), str(involved.get("name") or ""))
+            index.setdefault(key, []).append(event)
+        return {key: tuple(events) for key, events in index.items()}
 
 
 class _Reader:

@@ -287,7 +287,11 @@ def cold_starts(evidence: Evidence) -> ColdStarts:
     for pod in common.predictor_pods(evidence):
         serving = common.serving_container(kube.spec(pod))
         if serving is not None:
-            pods.append(pod_phases.measure_pod(pod, evidence.events, str(serving.get("name")), evidence.observed_at))
+            pods.append(
+                pod_phases.measure_pod(
+                    pod, evidence.events_about("Pod", kube.name(pod)), str(serving.get("name")), evidence.observed_at
+                )
+            )
     return ColdStarts(tuple(pods), _estimate(evidence))
 
 

@@ -183,10 +183,8 @@ def probe_events(evidence: Evidence, pod: str, serving: str) -> ProbeEvents:
     failures: dict[str, int] = {}
     kills: dict[str, int] = {}
     lines: list[str] = []
-    for event in evidence.events:
+    for event in evidence.events_about("Pod", pod):
         involved = event.get("involvedObject") or event.get("regarding") or {}
-        if involved.get("kind", "Pod") != "Pod" or involved.get("name") != pod:
-            continue
         container_match = _FIELD_CONTAINER.search(str(involved.get("fieldPath") or ""))
         container = container_match.group(1) if container_match else ""
         message = str(event.get("message") or event.get("note") or "")

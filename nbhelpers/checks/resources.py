@@ -159,7 +159,7 @@ def _describe_event(event: common.KubeObject) -> str:
 
 
 def _pod_events(evidence: Evidence, pod: Mapping[str, Any], reason: str) -> list[common.KubeObject]:
-    return [e for e in evidence.events if _event_subject(e) == kube.name(pod) and e.get("reason") == reason]
+    return [e for e in evidence.events_about("Pod", kube.name(pod)) if e.get("reason") == reason]
 
 
 def _last_seen(event: common.KubeObject) -> datetime | None:
