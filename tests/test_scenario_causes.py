@@ -26,7 +26,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TriageResult]
     return {name: run(TriageParams(bundle=str(scenario_bundle(name, cache)))) for name in SCENARIOS}
 
 
-def test_the_library_covers_the_503_family_and_both_healthy_modes() -> None:
+def test_the_library_covers_the_503_and_autoscaling_families_and_both_healthy_modes() -> None:
     first_causes = {causes[0] for causes in EXPECTED.values() if causes}
     assert {
         "ROUTING_LAYER_MISMATCH",
@@ -34,6 +34,9 @@ def test_the_library_covers_the_503_family_and_both_healthy_modes() -> None:
         "PORT_MISMATCH",
         "RESOURCES_GPU_UNSCHEDULABLE",
         "RESOURCES_HOST_OOMKILLED",
+        "COLDSTART_SCALE_TO_ZERO",
+        "HPA_METRICS_API_UNAVAILABLE",
+        "HPA_CPU_METRIC_ON_GPU",
     } <= first_causes
     assert {"healthy-serverless", "healthy-raw"} <= {name for name, causes in EXPECTED.items() if not causes}
 

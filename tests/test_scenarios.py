@@ -45,6 +45,9 @@ SHIPPED = (
     "liveness-vs-warmup",
     "gpu-capacity",
     "host-oom",
+    "scale-to-zero-cold-start",
+    "cpu-hpa-on-gpu",
+    "hpa-custom-metrics-missing",
 )
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 10.0
@@ -141,6 +144,16 @@ def test_spec_errors_name_the_field(old: str, new: str, message: str) -> None:
             "must list networking.istio.io on a Kourier cluster",
         ),
         ("host-oom", "weights_format: pt", "weights_format: gguf", "weights_format is 'gguf'"),
+        (
+            "scale-to-zero-cold-start",
+            ", 0]\n",
+            ", 0.1]\n",
+            "the traffic never pauses",
+        ),
+        ("scale-to-zero-cold-start", "min_replicas: 1", "min_replicas: 2", "baseline min_replicas must be 1"),
+        ("cpu-hpa-on-gpu", "max_replicas: 4", "max_replicas: 1", "the HPA could not scale anyway"),
+        ("cpu-hpa-on-gpu", "autoscaler_class: hpa", "autoscaler_class: none", "needs KServe's HPA"),
+        ("hpa-custom-metrics-missing", "autoscaler_class: external", "autoscaler_class: hpa", "class external"),
     ],
 )
 def test_fault_errors_say_why_nothing_would_break(name: str, old: str, new: str, message: str) -> None:
@@ -381,6 +394,79 @@ def test_host_oom_evidence_tells_one_story(bundles: dict[str, dict[str, bytes]])
     assert [series["metric"]["reason"] for series in reasons] == ["OOMKilled"]  # type: ignore[index]
 
 
+def series_values(files: dict[str, bytes], query_id: str) -> list[tuple[float, float]]:
+    return [(float(t), float(v)) for series in matrix(files, query_id) for t, v in series["values"]]  # type: ignore[union-attr]
+
+
+def test_scale_to_zero_evidence_tells_one_story(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["scale-to-zero-cold-start"]
+    evidence = evidence_of(files)
+    assert evidence.isvc["spec"]["predictor"]["minReplicas"] == 0
+    (revision,) = evidence.of(kinds.KNATIVE_REVISION)
+    assert revision["metadata"]["annotations"]["autoscaling.knative.dev/min-scale"] == "0"
+    (pod,) = evidence.of(kinds.POD)  # the pod of the first activation is gone: only its events remain
+    deleted = [e for e in evidence.events if e["reason"] == "SuccessfulDelete"]
+    (gone,) = [e["message"].removeprefix("Deleted pod: ") for e in deleted]
+    assert gone != kube.name(pod) and events_of(evidence, "Killing", gone)
+    assert {log.pod for log in evidence.logs} == {kube.name(pod)}
+    scaled = {
+        e["message"].split(" from ")[1]: e.get("count") for e in evidence.events if e["reason"] == "ScalingReplicaSet"
+    }
+    assert scaled == {"0 to 1": 2, "1 to 0": 1}
+    # Ready pods: 1 after the first load, 0 once scaled away, 1 again about seven minutes after the activation.
+    ready = [value for _, value in series_values(files, "pod_ready")]
+    changes = [value for index, value in enumerate(ready) if index == 0 or value != ready[index - 1]]
+    assert changes == [0.0, 1.0, 0.0, 1.0]
+    became_ready = parse_k8s_time((kube.condition(pod, "Ready") or {}).get("lastTransitionTime"))
+    created = parse_k8s_time(pod["metadata"]["creationTimestamp"])
+    assert became_ready and created and 400 < (became_ready - created).total_seconds() < 450
+    # The activator answered 504 only while no pod was ready, after holding each request 300 s.
+    codes = {s["metric"]["response_code"] for s in matrix(files, "istio_requests_by_code")}  # type: ignore[index]
+    assert codes == {"200", "504"}
+    samples = series_values(files, "pod_ready")
+    zero_since = next(t for (t, v), (_, before) in zip(samples[1:], samples, strict=False) if v == 0 and before == 1)
+    back_at = next(t for t, v in samples if t > zero_since and v == 1)
+    timeouts = [
+        t
+        for series in matrix(files, "istio_requests_by_code")
+        if series["metric"]["response_code"] == "504"  # type: ignore[index]
+        for t, v in series["values"]  # type: ignore[index]
+        if float(v) > 0
+    ]
+    assert timeouts and all(zero_since + 300 <= t <= back_at + 300 for t in timeouts)
+
+
+def test_cpu_hpa_evidence_tells_one_story(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["cpu-hpa-on-gpu"]
+    evidence = evidence_of(files)
+    (hpa,) = evidence.of(kinds.HPA)
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric["resource"] == {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}
+    utilization = hpa["status"]["currentMetrics"][0]["resource"]["current"]["averageUtilization"]
+    assert utilization < 25
+    limited = next(c for c in hpa["status"]["conditions"] if c["type"] == "ScalingLimited")
+    assert (limited["status"], limited["reason"]) == ("True", "TooFewReplicas")
+    assert {v for _, v in series_values(files, "hpa_current_replicas")} == {1.0}
+    assert max(v for _, v in series_values(files, "vllm_running")) == 64
+    assert max(v for _, v in series_values(files, "vllm_waiting")) > 1000
+
+
+def test_custom_metrics_missing_evidence_tells_one_story(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["hpa-custom-metrics-missing"]
+    evidence = evidence_of(files)
+    (hpa,) = evidence.of(kinds.HPA)
+    assert "ownerReferences" not in hpa["metadata"], "the owner's own HPA"
+    assert hpa["spec"]["metrics"][0]["pods"]["metric"]["name"] == "vllm:num_requests_waiting"
+    active = next(c for c in hpa["status"]["conditions"] if c["type"] == "ScalingActive")
+    assert (active["status"], active["reason"]) == ("False", "FailedGetPodsMetric")
+    names = {kube.name(service) for service in evidence.of(kinds.API_SERVICE)}
+    assert "v1beta1.metrics.k8s.io" in names and "v1beta1.custom.metrics.k8s.io" not in names
+    (failed,) = events_of(evidence, "FailedGetPodsMetric", kube.name(hpa))
+    assert failed["count"] > 200 and "get pods.custom.metrics.k8s.io" in failed["message"]
+    assert {v for _, v in series_values(files, "hpa_desired_replicas")} == {1.0}
+    assert max(v for _, v in series_values(files, "vllm_waiting")) > 1000
+
+
 # ---- PromQL semantics the answers rest on ---------------------------------------------------------
 
 
@@ -536,6 +622,20 @@ def test_validator_catches_metrics_of_a_pod_that_never_ran(bundles: dict[str, di
         "metrics/index.json": json.dumps(index).encode(),
     }
     assert f"metrics pod_restarts: series for pod {pod}, which never ran a container" in validate_bundle(broken)
+
+
+def test_validator_catches_a_deleted_pod_that_is_still_there(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["scale-to-zero-cold-start"]
+    pod = next(yaml.safe_load_all(files["objects/Pod.yaml"]))["metadata"]["name"]
+
+    def delete_the_live_pod(events: list[dict[str, Any]]) -> None:
+        for event in events:
+            if event["reason"] == "SuccessfulDelete":
+                event["message"] = f"Deleted pod: {pod}"
+
+    problems = validate_bundle(edited(files, "objects/Event.yaml", delete_the_live_pod))
+    assert any(f"{pod}: deleted by its ReplicaSet, yet still in the bundle" in problem for problem in problems)
+    assert any("which is not in the bundle" in problem for problem in problems), "the really deleted pod's events"
 
 
 # ---- the answers agree with a real Prometheus over the same raw series -------------------------

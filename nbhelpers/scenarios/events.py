@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from nbhelpers.kube import SERVING_CONTAINER
-from nbhelpers.scenarios.objects import QUEUE_IMAGE, KubeObject, unschedulable_message
-from nbhelpers.scenarios.state import Plan, PodPlan, liveness_probe, make_uid, rng_for
+from nbhelpers.scenarios.objects import QUEUE_IMAGE, KubeObject, custom_metric_error, unschedulable_message
+from nbhelpers.scenarios.state import Plan, PodPlan, liveness_probe, make_uid, rng_for, user_hpa_metric
 from nbhelpers.timeutil import format_time
 
 
@@ -98,6 +98,8 @@ class EventBuilder:
             events += self.container_starts(pod, base, "queue-proxy", QUEUE_IMAGE, 0.15)
         if pod.probe_failures:
             events.append(self.unhealthy(pod, base))
+        if pod.stopping is not None:
+            events += self.stopped(pod, base)
         if pod.liveness_failures:
             events += self.liveness(pod, base)
         if pod.back_offs:
@@ -168,6 +170,21 @@ class EventBuilder:
                 )
             )
         return events
+
+    def stopped(self, pod: PodPlan, base: dict[str, Any]) -> list[KubeObject]:
+        """The kubelet stopping the containers of a pod the autoscaler scaled away."""
+        assert pod.stopping is not None and pod.node is not None
+        names = [SERVING_CONTAINER] + (["queue-proxy"] if self.plan.serverless else [])
+        return [
+            self.event(
+                {**base, "fieldPath": f"spec.containers{{{name}}}"},
+                "Killing",
+                f"Stopping container {name}",
+                pod.stopping + timedelta(seconds=0.3),
+                host=pod.node.name,
+            )
+            for name in names
+        ]
 
     def liveness(self, pod: PodPlan, base: dict[str, Any]) -> list[KubeObject]:
         """Liveness failures on the serving container and, when they reach the threshold, the kubelet's kills."""
@@ -243,6 +260,11 @@ class EventBuilder:
         return self.event(involved, "Unhealthy", message, failures[0], failures[-1], len(failures), True, host=host)
 
     def workload_events(self) -> list[KubeObject]:
+        """The Deployment's scaling decisions and the ReplicaSet's pod creations and deletions.
+
+        The first scale-up is the rollout; every later change follows a pod created or scaled away. Equal
+        messages are one aggregated event, as the API server keeps them.
+        """
         plan = self.plan
         created = plan.spec.timeline.deployed_at + timedelta(seconds=2)
         deployment = {
@@ -257,14 +279,29 @@ class EventBuilder:
             "name": plan.replica_set,
             "uid": plan.uids["replicaset"],
         }
+        initial = [pod for pod in plan.pods if pod.created <= created + timedelta(seconds=60)]
+        changes: list[tuple[datetime, int]] = [(created, len(initial))]
+        changes += [(pod.created - timedelta(seconds=0.4), +1) for pod in plan.pods if pod not in initial]
+        changes += [(pod.stopping, -1) for pod in plan.pods if pod.stopping is not None]
+        changes.sort(key=lambda change: change[0])
+        scaled: dict[str, list[datetime]] = {}
+        count = 0
+        for moment, delta in changes:
+            before, count = count, count + delta
+            direction = "up" if count > before else "down"
+            message = f"Scaled {direction} replica set {plan.replica_set} from {before} to {count}"
+            scaled.setdefault(message, []).append(moment)
         events = [
             self.event(
                 deployment,
                 "ScalingReplicaSet",
-                f"Scaled up replica set {plan.replica_set} from 0 to {len(plan.pods)}",
-                created,
+                message,
+                moments[0],
+                moments[-1],
+                len(moments),
                 component="deployment-controller",
             )
+            for message, moments in scaled.items()
         ]
         events.extend(
             self.event(
@@ -275,6 +312,17 @@ class EventBuilder:
                 component="replicaset-controller",
             )
             for pod in plan.pods
+        )
+        events.extend(
+            self.event(
+                replica_set,
+                "SuccessfulDelete",
+                f"Deleted pod: {pod.name}",
+                pod.stopping + timedelta(seconds=0.2),
+                component="replicaset-controller",
+            )
+            for pod in plan.pods
+            if pod.stopping is not None
         )
         return events
 
@@ -301,6 +349,28 @@ class EventBuilder:
             )
         ]
 
+    def metric_fetch_events(self, metric: str) -> list[KubeObject]:
+        """The HPA controller's complaints, every sync, about a Pods metric it cannot fetch."""
+        plan = self.plan
+        first = plan.spec.timeline.deployed_at + timedelta(seconds=5 + 15 + self.rng.uniform(0, 2))
+        last = plan.spec.timeline.captured_at - timedelta(seconds=self.rng.uniform(1, 14))
+        count = int((last - first).total_seconds() // 15) + 1
+        involved = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "name": plan.hpa_name}
+        error = custom_metric_error(metric)
+        return [
+            self.event(involved, "FailedGetPodsMetric", error, first, last, count, True, "horizontal-pod-autoscaler"),
+            self.event(
+                involved,
+                "FailedComputeMetricsReplicas",
+                f"invalid metrics (1 invalid out of 1), first error is: failed to get pods metric value: {error}",
+                first,
+                last,
+                count,
+                True,
+                "horizontal-pod-autoscaler",
+            ),
+        ]
+
 
 def build_events(plan: Plan) -> list[KubeObject]:
     builder = EventBuilder(plan)
@@ -310,4 +380,7 @@ def build_events(plan: Plan) -> list[KubeObject]:
     isvc = plan.spec.isvc
     if isvc.deployment_mode == "RawDeployment" and isvc.autoscaler_class == "hpa":
         events.extend(builder.hpa_events())
+    user_metric = user_hpa_metric(plan.spec)
+    if user_metric is not None:
+        events.extend(builder.metric_fetch_events(user_metric[0]))
     return events

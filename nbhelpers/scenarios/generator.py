@@ -102,7 +102,7 @@ def build_objects(scenario: Plan) -> list[KubeObject]:
     if scenario.serverless:
         objects += [builder.knative_service(), builder.revision(), builder.pod_autoscaler()]
     objects += [builder.deployment(), builder.replica_set()]
-    objects += [builder.pod(pod) for pod in scenario.pods]
+    objects += [builder.pod(pod) for pod in scenario.live_pods]
     services = builder.services()
     objects += services
     activators = [("10.244.0.31", "activator-7c9f6b8d4d-x2k8p"), ("10.244.1.44", "activator-7c9f6b8d4d-qv7mz")]
@@ -117,6 +117,8 @@ def build_objects(scenario: Plan) -> list[KubeObject]:
         objects.append(builder.ingress())
         if isvc.autoscaler_class == "hpa":
             objects.append(builder.hpa())
+        elif scenario.hpa_name:
+            objects.append(builder.user_hpa())
     objects += builder.nodes() + builder.api_services() + builder.metrics_server() + builder.config_maps()
     return objects + build_events(scenario)
 
@@ -124,7 +126,7 @@ def build_objects(scenario: Plan) -> list[KubeObject]:
 def build_logs(scenario: Plan, simulation: Simulation) -> dict[tuple[str, str, str, bool], str]:
     namespace = scenario.spec.isvc.namespace
     logs = {}
-    for pod in scenario.pods:
+    for pod in scenario.live_pods:  # the logs of a pod that is gone cannot be read any more
         if not pod.runs:
             continue  # never scheduled: no container, no log
         states = simulation.pod_states.get(pod.name, ())

@@ -11,7 +11,8 @@ config maps, and the metrics-server behind ``metrics.k8s.io``.
 
 Pods follow their plan: Pending with only the scheduler's condition when no
 node fits; Running with a container in CrashLoopBackOff (and its last
-termination) when it keeps being killed. On a Kourier cluster there are no
+termination) when it keeps being killed; a pod the autoscaler scaled away is
+not in the API any more (only its events are). On a Kourier cluster there are no
 Istio objects at all; KServe's ``<isvc>`` ExternalName Service exists whenever
 KServe expects a VirtualService and the predictor became ready.
 """
@@ -34,6 +35,7 @@ from nbhelpers.scenarios.state import (
     make_uid,
     restart_back_off,
     rng_for,
+    user_hpa_metric,
 )
 from nbhelpers.timeutil import format_time
 
@@ -239,7 +241,7 @@ class ObjectBuilder:
         if isvc.autoscaler_class != "kpa":
             annotations[AUTOSCALER_CLASS_ANNOTATION] = isvc.autoscaler_class
         predictor: KubeObject = {
-            "minReplicas": isvc.min_replicas,
+            "minReplicas": plan.min_scale,
             "maxReplicas": isvc.max_replicas,
             "model": {
                 "modelFormat": {"name": "vLLM" if isvc.server == "vllm" else "huggingface"},
@@ -392,7 +394,7 @@ class ObjectBuilder:
         isvc = self.isvc
         annotations = {
             "autoscaling.knative.dev/class": "kpa.autoscaling.knative.dev",
-            "autoscaling.knative.dev/min-scale": str(isvc.min_replicas),
+            "autoscaling.knative.dev/min-scale": str(self.plan.min_scale),
             "autoscaling.knative.dev/max-scale": str(isvc.max_replicas),
             "serving.knative.dev/creator": "system:serviceaccount:kserve:kserve-controller-manager",
         }
@@ -454,7 +456,7 @@ class ObjectBuilder:
                 "observedGeneration": 1,
                 "conditions": conditions,
                 "actualReplicas": len(plan.ready_pods(self.captured)),
-                "desiredReplicas": len(plan.pods),
+                "desiredReplicas": len(plan.live_pods),
                 "containerStatuses": [
                     {"name": SERVING_CONTAINER, "imageDigest": f"{self.isvc.image}@sha256:{'0' * 64}"}
                 ],
@@ -486,7 +488,7 @@ class ObjectBuilder:
                     _condition("Ready", ready, since, "" if ready else "Queued"),
                     _condition("SKSReady", True, created),
                 ],
-                "desiredScale": len(plan.pods),
+                "desiredScale": len(plan.live_pods),
                 "actualScale": len(plan.ready_pods(self.captured)),
                 "serviceName": plan.revision,
                 "metricsServiceName": f"{plan.revision}-private",
@@ -530,14 +532,14 @@ class ObjectBuilder:
         ]
         status: KubeObject = {
             "observedGeneration": 1,
-            "replicas": len(plan.pods),
-            "updatedReplicas": len(plan.pods),
+            "replicas": len(plan.live_pods),
+            "updatedReplicas": len(plan.live_pods),
             "readyReplicas": len(ready),
             "availableReplicas": len(ready),
             "conditions": conditions,
         }
-        if len(ready) < len(plan.pods):
-            status["unavailableReplicas"] = len(plan.pods) - len(ready)
+        if len(ready) < len(plan.live_pods):
+            status["unavailableReplicas"] = len(plan.live_pods) - len(ready)
         template = {
             "metadata": {"labels": self.predictor_labels(), "annotations": self._pod_annotations()},
             "spec": self.pod_spec(True),
@@ -555,7 +557,7 @@ class ObjectBuilder:
                 [owner],
             ),
             "spec": {
-                "replicas": len(plan.pods),
+                "replicas": len(plan.live_pods),
                 "selector": {"matchLabels": selector},
                 "strategy": strategy,
                 "progressDeadlineSeconds": deadline,
@@ -593,16 +595,16 @@ class ObjectBuilder:
                 created,
                 labels,
                 {
-                    "deployment.kubernetes.io/desired-replicas": str(len(plan.pods)),
+                    "deployment.kubernetes.io/desired-replicas": str(len(plan.live_pods)),
                     "deployment.kubernetes.io/revision": "1",
                 },
                 [owner],
             ),
-            "spec": {"replicas": len(plan.pods), "selector": {"matchLabels": selector}, "template": template},
+            "spec": {"replicas": len(plan.live_pods), "selector": {"matchLabels": selector}, "template": template},
             "status": {
                 "observedGeneration": 1,
-                "replicas": len(plan.pods),
-                "fullyLabeledReplicas": len(plan.pods),
+                "replicas": len(plan.live_pods),
+                "fullyLabeledReplicas": len(plan.live_pods),
                 "readyReplicas": len(ready),
                 "availableReplicas": len(ready),
             },
@@ -893,7 +895,7 @@ class ObjectBuilder:
         if spec.get("selector"):
             members = [
                 (pod.ip, pod.name, pod.node.name, pod.uid, self.ns, pod.ready(self.captured))
-                for pod in self.plan.pods
+                for pod in self.plan.live_pods
                 if pod.node is not None  # an unscheduled pod has no IP: it is in no endpoint list
             ]
         else:
@@ -909,7 +911,10 @@ class ObjectBuilder:
             subset["addresses"] = [_address(*member[:5]) for member in ready]
         if not_ready:
             subset["notReadyAddresses"] = [_address(*member[:5]) for member in not_ready]
-        changed = max([pod.ready_at or pod.created for pod in self.plan.pods] + [self.deployed])
+        changed = max(
+            [moment for pod in self.plan.pods for moment in (pod.ready_at or pod.created, pod.stopping) if moment]
+            + [self.deployed]
+        )
         endpoints = {
             "apiVersion": "v1",
             "kind": "Endpoints",
@@ -966,13 +971,35 @@ class ObjectBuilder:
     # ---- autoscaling and routing ---------------------------------------------------------------
 
     def hpa(self) -> KubeObject:
+        """KServe's HPA: CPU utilization of the predictor pods against ``scale_target`` (80 % by default)."""
         plan = self.plan
         name = f"{self.isvc.name}-predictor"
         created = self.deployed + timedelta(seconds=2)
         owner = _owner("serving.kserve.io/v1beta1", "InferenceService", self.isvc.name, plan.uids["isvc"])
-        target = self.isvc.scale_target or 80
-        ready = len(plan.ready_pods(self.captured))
-        able = ready > 0
+        target = cpu_target(self.spec)
+        replicas = len(plan.live_pods)
+        able = bool(plan.ready_pods(self.captured))
+        status: KubeObject = {"currentReplicas": replicas, "desiredReplicas": replicas}
+        limited = _condition(
+            "ScalingLimited", False, created, "DesiredWithinRange", "the desired count is within the acceptable range"
+        )
+        if able:
+            utilization = self._cpu_utilization()
+            status["currentMetrics"] = [
+                {
+                    "type": "Resource",
+                    "resource": {"name": "cpu", "current": {"averageUtilization": utilization}},
+                }
+            ]
+            if utilization < target and replicas <= self.isvc.min_replicas:
+                since = min(pod.ready_at for pod in plan.ready_pods(self.captured) if pod.ready_at)
+                limited = _condition(
+                    "ScalingLimited",
+                    True,
+                    since + timedelta(seconds=self.rng.uniform(1, 15)),
+                    "TooFewReplicas",
+                    "the desired replica count is less than the minimum replica count",
+                )
         return {
             "apiVersion": "autoscaling/v2",
             "kind": "HorizontalPodAutoscaler",
@@ -997,8 +1024,7 @@ class ObjectBuilder:
                 ],
             },
             "status": {
-                "currentReplicas": len(plan.pods),
-                "desiredReplicas": len(plan.pods),
+                **status,
                 "conditions": [
                     _condition(
                         "AbleToScale", True, created, "ReadyForNewScale", "recommended size matches current size"
@@ -1012,16 +1038,67 @@ class ObjectBuilder:
                         if able
                         else "the HPA was unable to compute the replica count: did not receive metrics for targeted pods (pods might be unready)",
                     ),
+                    limited,
+                ],
+            },
+        }
+
+    def user_hpa(self) -> KubeObject:
+        """The owner's own HPA on a Pods metric, blind while no adapter serves custom.metrics.k8s.io."""
+        plan = self.plan
+        found = user_hpa_metric(self.spec)
+        assert found is not None
+        metric, average = found
+        created = self.deployed + timedelta(seconds=5)
+        replicas = len(plan.live_pods)
+        return {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": _meta(plan.hpa_name, self.ns, make_uid(self.rng), created, generation=None),
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": plan.deployment},
+                "minReplicas": self.isvc.min_replicas,
+                "maxReplicas": self.isvc.max_replicas,
+                "metrics": [
+                    {
+                        "type": "Pods",
+                        "pods": {
+                            "metric": {"name": metric},
+                            "target": {"type": "AverageValue", "averageValue": average},
+                        },
+                    }
+                ],
+            },
+            "status": {
+                "currentReplicas": replicas,
+                "desiredReplicas": replicas,
+                "currentMetrics": [{"type": ""}],
+                "conditions": [
                     _condition(
-                        "ScalingLimited",
+                        "AbleToScale",
+                        True,
+                        created + timedelta(seconds=15),
+                        "SucceededGetScale",
+                        "the HPA controller was able to get the target's current scale",
+                    ),
+                    _condition(
+                        "ScalingActive",
                         False,
-                        created,
-                        "DesiredWithinRange",
-                        "the desired count is within the acceptable range",
+                        created + timedelta(seconds=15),
+                        "FailedGetPodsMetric",
+                        f"the HPA was unable to compute the replica count: {custom_metric_error(metric)}",
                     ),
                 ],
             },
         }
+
+    def _cpu_utilization(self) -> int:
+        """CPU use as the HPA sees it, in percent of the request: vLLM's API server and engine loop keep
+        about one core and a half busy whatever the GPU does, a quarter of a core when idle."""
+        requested = str((effective_resources(self.spec).get("requests") or {}).get("cpu", "1"))
+        cores = float(requested[:-1]) / 1000 if requested.endswith("m") else float(requested)
+        busy = 1.45 if self.spec.traffic.rate_at(self.captured) > 0 else 0.25
+        return round(100 * busy * self.rng.uniform(0.9, 1.1) / cores)
 
     def ingress(self) -> KubeObject:
         name = self.isvc.name
@@ -1358,6 +1435,22 @@ class ObjectBuilder:
                 )
             )
         return objects
+
+
+def custom_metric_error(metric: str) -> str:
+    """What the HPA controller reports when the aggregator has no custom.metrics.k8s.io API to route to."""
+    return (
+        f"unable to get metric {metric}: unable to fetch metrics from custom metrics API: the server could not "
+        "find the requested resource (get pods.custom.metrics.k8s.io *)"
+    )
+
+
+def cpu_target(spec: ScenarioSpec) -> int:
+    """The CPU utilization KServe's HPA aims at: the fault's, else ``scale_target``, else KServe's 80."""
+    for fault in spec.faults:
+        if fault.type == "cpu_autoscaling":
+            return int(fault.params.get("cpu_target", spec.isvc.scale_target or 80))
+    return spec.isvc.scale_target or 80
 
 
 def _probe(probe: Any) -> KubeObject:

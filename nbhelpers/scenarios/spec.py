@@ -13,7 +13,7 @@ import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from itertools import pairwise
 from pathlib import Path
@@ -29,7 +29,7 @@ from nbhelpers.timeutil import Window, parse_time
 SYMPTOMS = ("503", "504", "OOM", "HPA not scaling", "none")
 DEPLOYMENT_MODES = ("Serverless", "RawDeployment")
 SERVER_KINDS = ("vllm", "huggingfaceserver")
-AUTOSCALER_CLASSES = ("kpa", "hpa", "none")
+AUTOSCALER_CLASSES = ("kpa", "hpa", "external", "none")
 INGRESSES = ("istio", "nginx", "kourier")
 # Faults and their parameters (each must break something in its spec, else the spec is refused):
 # - port_mismatch (listen_port): the server is told to listen elsewhere than the container port.
@@ -37,12 +37,19 @@ INGRESSES = ("istio", "nginx", "kourier")
 # - liveness_kills_during_load (liveness_probe): a liveness probe whose budget is shorter than the load.
 # - gpu_unschedulable (pending_pods, default all): that many replicas find no node with free GPUs.
 # - host_oomkilled (memory_limit, set_in runtime|isvc): a memory limit below what loading the weights takes.
+# - scale_to_zero: minReplicas lowered to 0 on a Serverless (KPA) service whose traffic pauses and resumes.
+# - cpu_autoscaling (cpu_target, default 80): KServe's HPA scales the GPU server on CPU utilization.
+# - custom_metrics_api_missing (metric, average_value): the owner's HPA scales on a Pods metric, but no
+#   adapter registers custom.metrics.k8s.io (class external: KServe leaves autoscaling to that HPA).
 FAULT_TYPES = (
     "port_mismatch",
     "routing_layer_mismatch",
     "liveness_kills_during_load",
     "gpu_unschedulable",
     "host_oomkilled",
+    "scale_to_zero",
+    "cpu_autoscaling",
+    "custom_metrics_api_missing",
 )
 WEIGHT_FORMATS = ("safetensors", "pt")
 # Where the owner declared something: the ServingRuntime's container or the InferenceService.
@@ -51,6 +58,10 @@ DECLARED_IN = ("runtime", "isvc")
 SERVER_PORT_FLAGS = {"vllm": ("--port", 8000), "huggingfaceserver": ("--http_port", 8080)}
 # Host memory a vLLM process holds before it reads any weight: Python, torch, the CUDA context, the tokenizer.
 RUNTIME_HOST_GIB = 5.5
+# Knative's KPA defaults: an idle spell of the stable window plus the scale-to-zero grace period scales to zero.
+KPA_STABLE_WINDOW_SECONDS = 60
+SCALE_TO_ZERO_GRACE_SECONDS = 30
+IDLE_BEFORE_SCALE_TO_ZERO_SECONDS = KPA_STABLE_WINDOW_SECONDS + SCALE_TO_ZERO_GRACE_SECONDS
 # Hugging Face's default shard size for safetensors exports (max_shard_size="5GB").
 SAFETENSORS_SHARD_GIB = 4.66
 
@@ -397,6 +408,12 @@ def _fault(fields: _Fields) -> Fault:
     elif fault_type == "gpu_unschedulable":
         if "pending_pods" in fields.raw and fields.integer("pending_pods") < 1:
             raise fields.fail("pending_pods", "must be at least 1")
+    elif fault_type == "cpu_autoscaling":
+        if fields.integer("cpu_target", 80) < 1:
+            raise fields.fail("cpu_target", "must be a positive percentage")
+    elif fault_type == "custom_metrics_api_missing":
+        fields.text("metric", "vllm:num_requests_waiting")
+        fields.text("average_value", "10")
     elif fault_type == "host_oomkilled":
         try:
             params["memory_limit_gib"] = quantity_gib(fields.text("memory_limit"))
@@ -477,9 +494,49 @@ def _check_fault(spec: ScenarioSpec, fault: Fault, top: _Fields) -> None:
             )
     if fault.type == "gpu_unschedulable" and int(params.get("pending_pods", isvc.min_replicas)) > isvc.min_replicas:
         raise top.fail("faults", "gpu_unschedulable: pending_pods exceeds min_replicas")
+    if fault.type == "scale_to_zero":
+        _check_scale_to_zero(spec, top)
+    if fault.type == "cpu_autoscaling":
+        gpus = (isvc.resources.get("limits") or {}).get("nvidia.com/gpu")
+        if isvc.deployment_mode != "RawDeployment" or isvc.autoscaler_class != "hpa" or not gpus:
+            raise top.fail("faults", "cpu_autoscaling: needs KServe's HPA (RawDeployment, class hpa) on a GPU pod")
+        if isvc.max_replicas <= isvc.min_replicas:
+            raise top.fail(
+                "faults", "cpu_autoscaling: max_replicas equals min_replicas, the HPA could not scale anyway"
+            )
+    if fault.type == "custom_metrics_api_missing" and (
+        isvc.deployment_mode != "RawDeployment" or isvc.autoscaler_class != "external"
+    ):
+        raise top.fail(
+            "faults", "custom_metrics_api_missing: the owner's own HPA needs RawDeployment and class external"
+        )
+    if fault.type == "custom_metrics_api_missing" and isvc.max_replicas <= isvc.min_replicas:
+        raise top.fail("faults", "custom_metrics_api_missing: max_replicas equals min_replicas, nothing would scale")
     if fault.type == "host_oomkilled" and params["memory_limit_gib"] >= isvc.model.host_load_gib:
         raise top.fail(
             "faults",
             f"host_oomkilled: loading needs about {isvc.model.host_load_gib:.1f} GiB of host memory, "
             f"within the {params['memory_limit']} limit: nothing would be killed",
+        )
+
+
+def _check_scale_to_zero(spec: ScenarioSpec, top: _Fields) -> None:
+    """Scale-to-zero needs Knative's KPA, a baseline of one replica, and traffic that stops and comes back."""
+    isvc = spec.isvc
+    if isvc.deployment_mode != "Serverless" or isvc.autoscaler_class != "kpa":
+        raise top.fail("faults", "scale_to_zero: only the Serverless mode with the KPA scales to zero")
+    if isvc.min_replicas != 1:
+        raise top.fail("faults", "scale_to_zero: the baseline min_replicas must be 1 (the fault lowers it to 0)")
+    resumes = False
+    quiet = 0
+    moment = spec.timeline.deployed_at + timedelta(seconds=isvc.model.load_seconds)
+    while moment < spec.timeline.captured_at and not resumes:
+        busy = spec.traffic.rate_at(moment) > 0
+        resumes = busy and quiet >= IDLE_BEFORE_SCALE_TO_ZERO_SECONDS
+        quiet = 0 if busy else quiet + 1
+        moment += timedelta(seconds=1)
+    if not resumes:
+        raise top.fail(
+            "faults",
+            "scale_to_zero: the traffic never pauses (90 s) after the model loaded and resumes: nothing would scale to zero",
         )

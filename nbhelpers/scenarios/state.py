@@ -11,15 +11,17 @@ import math
 import random
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from nbhelpers.scenarios.spec import (
+    IDLE_BEFORE_SCALE_TO_ZERO_SECONDS,
     RUNTIME_HOST_GIB,
     SERVER_PORT_FLAGS,
     GpuNode,
     ScenarioSpec,
+    Traffic,
     quantity_gib,
 )
 
@@ -123,6 +125,8 @@ class PodPlan:
     liveness_failures: tuple[datetime, ...]
     back_offs: tuple[datetime, ...]  # kubelet syncs that found the container in its restart back-off
     scheduling_attempts: tuple[datetime, ...]  # FailedScheduling (unscheduled pods only)
+    stopping: datetime | None = None  # the autoscaler scaled it away: deletion asked, Ready turns False
+    deleted: datetime | None = None  # its containers are gone and the API server has removed it
 
     @property
     def scheduled(self) -> bool:
@@ -134,7 +138,12 @@ class PodPlan:
         return self.runs[0].started
 
     def ready(self, moment: datetime) -> bool:
-        return self.ready_at is not None and moment >= self.ready_at
+        stopped = self.stopping is not None and moment >= self.stopping
+        return self.ready_at is not None and moment >= self.ready_at and not stopped
+
+    def alive(self, moment: datetime) -> bool:
+        """The pod exists in the API at ``moment`` (created, not yet removed)."""
+        return self.created <= moment and (self.deleted is None or moment < self.deleted)
 
     def run_at(self, moment: datetime) -> Run | None:
         return next((run for run in self.runs if run.active(moment)), None)
@@ -186,6 +195,27 @@ class Plan:
 
     def ready_pods(self, moment: datetime) -> list[PodPlan]:
         return [pod for pod in self.pods if pod.ready(moment)]
+
+    @property
+    def live_pods(self) -> tuple[PodPlan, ...]:
+        """The pods that still exist at capture (a pod scaled away is gone; only its events remain)."""
+        return tuple(pod for pod in self.pods if pod.alive(self.spec.timeline.captured_at))
+
+    @property
+    def min_scale(self) -> int:
+        return min_scale(self.spec)
+
+    @property
+    def hpa_name(self) -> str:
+        """The HPA that acts on the predictor: KServe's for class hpa, the owner's own one, or none ("")."""
+        isvc = self.spec.isvc
+        if isvc.deployment_mode != "RawDeployment":
+            return ""
+        if isvc.autoscaler_class == "hpa":
+            return f"{isvc.name}-predictor"
+        if user_hpa_metric(self.spec) is not None:
+            return f"{isvc.name}-predictor-queue"
+        return ""
 
 
 def apply_faults(spec: ScenarioSpec) -> tuple[str, ...]:
@@ -399,11 +429,17 @@ def _readiness(
 
 
 def _pod_plan(
-    plan_inputs: _PlanInputs, index: int, rng: random.Random, name: str, template_hash: str, schedulable: bool
+    plan_inputs: _PlanInputs,
+    index: int,
+    rng: random.Random,
+    name: str,
+    template_hash: str,
+    schedulable: bool,
+    created: datetime | None = None,
 ) -> PodPlan:
     spec = plan_inputs.spec
     captured = spec.timeline.captured_at
-    created = spec.timeline.deployed_at + timedelta(seconds=3 + 2 * index)
+    created = created or spec.timeline.deployed_at + timedelta(seconds=3 + 2 * index)
     uid, ip = make_uid(rng), f"10.244.{rng.randint(1, 30)}.{rng.randint(2, 250)}"
     load = spec.isvc.model.load_seconds * rng.uniform(0.95, 1.05)
     if not schedulable:
@@ -476,6 +512,73 @@ def _pod_plan(
     )
 
 
+# ---- Knative's scale-to-zero (knative.dev docs/serving/autoscaling/scale-to-zero) ----------------------
+
+QUEUE_PROXY_DRAIN_SECONDS = 30  # queue-proxy keeps draining this long after the pod is told to stop
+ACTIVATION_SECONDS = 1.3  # activator -> autoscaler poke -> Deployment scaled -> ReplicaSet creates the pod
+REVISION_TIMEOUT_SECONDS = 300  # Knative's default revision timeout: the activator gives up after it
+
+
+def user_hpa_metric(spec: ScenarioSpec) -> tuple[str, str] | None:
+    """(metric, averageValue) of the owner's own Pods-metric HPA, when the spec has one."""
+    for fault in spec.faults:
+        if fault.type == "custom_metrics_api_missing":
+            params = fault.params
+            return str(params.get("metric", "vllm:num_requests_waiting")), str(params.get("average_value", "10"))
+    return None
+
+
+def min_scale(spec: ScenarioSpec) -> int:
+    """The minReplicas in effect: ``scale_to_zero`` lowers the owner's baseline to 0."""
+    return 0 if any(fault.type == "scale_to_zero" for fault in spec.faults) else spec.isvc.min_replicas
+
+
+def _idle_since(traffic: Traffic, start: datetime, end: datetime) -> datetime | None:
+    """When the KPA decides to scale to zero: no request for the stable window, then the grace period."""
+    quiet = IDLE_BEFORE_SCALE_TO_ZERO_SECONDS
+    last_busy = start
+    moment = start
+    while moment < end:
+        if traffic.rate_at(moment) > 0:
+            last_busy = moment
+        elif (moment - last_busy).total_seconds() >= quiet:
+            return moment
+        moment += timedelta(seconds=1)
+    return None
+
+
+def _next_demand(traffic: Traffic, start: datetime, end: datetime) -> datetime | None:
+    moment = start
+    while moment < end:
+        if traffic.rate_at(moment) > 0:
+            return moment
+        moment += timedelta(seconds=1)
+    return None
+
+
+def _scale_to_zero_lives(
+    inputs: _PlanInputs, rng: random.Random, replica_set: str, template_hash: str, first: PodPlan
+) -> tuple[PodPlan, ...]:
+    """Knative's initial pod, scaled away once idle, then one pod per activation from zero."""
+    spec = inputs.spec
+    captured = spec.timeline.captured_at
+    lives: list[PodPlan] = []
+    current = first
+    while True:
+        idle = _idle_since(spec.traffic, current.ready_at, captured) if current.ready_at else None
+        deleted = idle + timedelta(seconds=QUEUE_PROXY_DRAIN_SECONDS + rng.uniform(0.5, 2.0)) if idle else None
+        if idle is None or deleted is None or deleted >= captured:
+            lives.append(current)
+            return tuple(lives)
+        lives.append(replace(current, stopping=idle, deleted=deleted))
+        demand = _next_demand(spec.traffic, deleted, captured)
+        if demand is None:
+            return tuple(lives)
+        created = demand + timedelta(seconds=ACTIVATION_SECONDS + rng.uniform(0, 0.4))
+        name = f"{replica_set}-{name_suffix(rng, 5)}"
+        current = _pod_plan(inputs, len(lives), rng, name, template_hash, True, created)
+
+
 def plan(spec: ScenarioSpec) -> Plan:
     args = apply_faults(spec)
     isvc = spec.isvc
@@ -514,6 +617,8 @@ def plan(spec: ScenarioSpec) -> Plan:
         )
         for index in range(isvc.min_replicas)
     )
+    if min_scale(spec) == 0:
+        pods = _scale_to_zero_lives(inputs, rng, replica_set, template_hash, pods[0])
     routing_broken = any(fault.type == "routing_layer_mismatch" for fault in spec.faults)
     return Plan(
         spec=spec,

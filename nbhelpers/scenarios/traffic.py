@@ -8,6 +8,9 @@ batch (decode is memory-bound). Each completed request is drawn from
 distributions around the model's means, so counters and histograms carry
 ordinary noise. Pods that do not listen where Prometheus scrapes have no vLLM
 series at all (their scrape fails), exactly as a real capture would show.
+Under Knative the activator holds requests while no pod is ready: they reach
+the first pod that becomes ready, or are answered 504 after the revision
+timeout.
 
 The output is the families of :mod:`nbhelpers.metrics.openmetrics` (the
 format the Prometheus test harness backfills), plus the per-pod states the
@@ -30,7 +33,7 @@ from nbhelpers.metrics.openmetrics import (
     SampleType,
     Series,
 )
-from nbhelpers.scenarios.state import BLOCK_SIZE, Plan, PodPlan, rng_for
+from nbhelpers.scenarios.state import BLOCK_SIZE, REVISION_TIMEOUT_SECONDS, Plan, PodPlan, rng_for
 
 SCRAPE_SECONDS = 15
 SCRAPE_OFFSET_SECONDS = 4  # scrapes are not aligned to the query grid, as in a real Prometheus
@@ -209,6 +212,7 @@ class _Simulator:
         self.histogram_points: dict[tuple[str, tuple[tuple[str, str], ...]], list[HistogramPoint]] = {}
         self.pod_states: dict[str, list[TickState]] = {pod.name: [] for pod in plan.pods}
         self.gateway: dict[tuple[str, str], int] = {}
+        self.held: list[tuple[datetime, float]] = []  # requests the activator holds: (arrived, how many)
 
     def blocks_per_request(self) -> int:
         average_tokens = self.traffic.prompt_tokens + self.traffic.output_tokens / 2
@@ -239,15 +243,31 @@ class _Simulator:
             previous = moment
             demand = self.traffic.rate_at(moment)
             ready = self.plan.ready_pods(moment) if self.plan.routed else []
+            released = timed_out = 0.0
+            if self.plan.serverless and self.plan.routed:
+                released, timed_out = self.activator(moment, demand * seconds, bool(ready))
             for pod in self.plan.pods:
-                share = demand / len(ready) if pod in ready else 0.0
+                share = (demand + released / seconds) / len(ready) if pod in ready else 0.0
                 self.step_pod(self.engines[pod.name], moment, share, seconds)
-            self.step_edge(moment, demand, bool(ready), seconds)
+            self.step_edge(moment, demand, bool(ready), seconds, released, timed_out)
         return Simulation(self.families(), {name: tuple(states) for name, states in self.pod_states.items()})
+
+    def activator(self, moment: datetime, arrived: float, any_ready: bool) -> tuple[float, float]:
+        """Knative's activator while no pod is ready: it holds the requests, and answers 504 to each one that
+        waited the whole revision timeout. (released to the first ready pods, timed out) for this scrape."""
+        if any_ready:
+            released = sum(count for _, count in self.held)
+            self.held = []
+            return released, 0.0
+        if arrived > 0:
+            self.held.append((moment, arrived))
+        expired = [count for at, count in self.held if (moment - at).total_seconds() >= REVISION_TIMEOUT_SECONDS]
+        self.held = [(at, count) for at, count in self.held if (moment - at).total_seconds() < REVISION_TIMEOUT_SECONDS]
+        return 0.0, sum(expired)
 
     def step_pod(self, engine: _PodEngine, moment: datetime, rate: float, seconds: float) -> None:
         pod = engine.pod
-        if moment < pod.created:
+        if not pod.alive(moment):
             return
         self.kube_state(pod, moment)
         if self.scraped and pod.listening is not None and moment >= pod.listening:
@@ -391,27 +411,35 @@ class _Simulator:
         self.record("DCGM_FI_DEV_FB_FREE", labels, moment, total_mib - 768 - used)
         self.record("DCGM_FI_DEV_GPU_UTIL", labels, moment, round(min(99.0, busy)))
 
-    def step_edge(self, moment: datetime, demand: float, any_ready: bool, seconds: float) -> None:
+    def step_edge(
+        self, moment: datetime, demand: float, any_ready: bool, seconds: float, released: float, timed_out: float
+    ) -> None:
         """Requests at the gateway (Istio) and, for Knative, at the revision; deployment availability."""
         isvc = self.spec.isvc
         ready = self.plan.ready_pods(moment)
         if moment >= self.spec.timeline.deployed_at:
             deployment = {"namespace": isvc.namespace, "deployment": self.plan.deployment, "job": "kube-state-metrics"}
             self.record("kube_deployment_status_replicas_available", deployment, moment, len(ready))
-            if isvc.deployment_mode == "RawDeployment" and isvc.autoscaler_class == "hpa":
+            if self.plan.hpa_name:
                 hpa = {
                     "namespace": isvc.namespace,
-                    "horizontalpodautoscaler": f"{isvc.name}-predictor",
+                    "horizontalpodautoscaler": self.plan.hpa_name,
                     "job": "kube-state-metrics",
                 }
-                self.record("kube_horizontalpodautoscaler_status_current_replicas", hpa, moment, len(self.plan.pods))
-                self.record("kube_horizontalpodautoscaler_status_desired_replicas", hpa, moment, len(self.plan.pods))
+                replicas = sum(1 for pod in self.plan.pods if pod.alive(moment))
+                self.record("kube_horizontalpodautoscaler_status_current_replicas", hpa, moment, replicas)
+                self.record("kube_horizontalpodautoscaler_status_desired_replicas", hpa, moment, replicas)
         if self.spec.cluster.ingress != "istio" or moment < self.spec.timeline.deployed_at:
             return
-        code, flags = ("200", "-") if any_ready else ("503", "UH")
-        arrived = poisson(self.rng, demand * seconds)
-        if arrived:  # Istio creates a series with the first request of its kind
-            self.gateway[(code, flags)] = self.gateway.get((code, flags), 0) + arrived
+        # Without a ready pod Istio finds no healthy upstream (503 UH), unless Knative's activator holds the
+        # requests: those are answered when a pod is ready, or 504 when the revision timeout runs out.
+        held = self.plan.serverless and self.plan.routed
+        code, flags = ("200", "-") if any_ready or held else ("503", "UH")
+        answered = demand * seconds + released if any_ready or not held else 0.0
+        for key, mean in (((code, flags), answered), (("504", "-"), timed_out)):
+            count = poisson(self.rng, mean)
+            if count:  # Istio creates a series with the first request of its kind
+                self.gateway[key] = self.gateway.get(key, 0) + count
         for (response_code, response_flags), total in sorted(self.gateway.items()):
             labels = {
                 "reporter": "source",

@@ -16,7 +16,8 @@ bundle is plausible). It checks:
   with their IPs and readiness (a pod with no IP has no address), HPA scale
   targets exist, Knative revisions are named ``<ksvc>-0000N`` with a
   ``<rev>-deployment``, predictor pods are named after their ReplicaSet,
-  events name objects that exist and fall in the window;
+  events name objects that exist and fall in the window (a pod its ReplicaSet deleted is gone, but its
+  events remain, none later than its stop; a deleted pod must not still be in the bundle);
 - pods: an unscheduled pod is Pending with no node, IP or container; a
   restarted container shows its last termination, a container in
   CrashLoopBackOff has restarted, runs follow each other in time, and the
@@ -38,7 +39,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,8 @@ _CAPTURED_OWNER_KINDS = (
     kinds.REPLICA_SET,
     kinds.SERVICE,
 )
+# A deleted pod's kubelet events (Killing) may follow the ReplicaSet's deletion by the drain and grace period.
+_POD_STOP_SECONDS = timedelta(seconds=60)
 # With nothing running vLLM holds no KV blocks (only its reserved null block).
 IDLE_KV_USAGE = 0.001
 _LOG_STAMP = re.compile(r"^(\S+)\s")
@@ -344,7 +347,10 @@ def _check_runs_against_events(bundle: _Bundle) -> list[str]:
 
 def _check_events(bundle: _Bundle) -> list[str]:
     index = _index(bundle)
+    deleted = _deleted_pods(bundle)
     problems = _check_runs_against_events(bundle)
+    for name in sorted(set(deleted) & {kube.name(pod) for pod in bundle.pods()}):
+        problems.append(f"Pod/{bundle.namespace}/{name}: deleted by its ReplicaSet, yet still in the bundle")
     for event in bundle.objects(kinds.EVENT):
         involved = event.get("involvedObject") or event.get("regarding") or {}
         where = f"Event {kube.name(event)}"
@@ -357,9 +363,26 @@ def _check_events(bundle: _Bundle) -> list[str]:
         if involved_kind is None or _read_failed(bundle, involved_kind):
             continue
         key = (involved_kind.key, str(involved.get("namespace") or ""), str(involved.get("name")))
-        if key not in index:
+        if key not in index and not (involved_kind is kinds.POD and key[2] in deleted):
             problems.append(f"{where}: names {involved_kind.key} {involved.get('name')!r}, which is not in the bundle")
+        elif key[2] in deleted and first is not None and first > deleted[key[2]] + _POD_STOP_SECONDS:
+            problems.append(f"{where}: about pod {key[2]} after its ReplicaSet deleted it")
     return problems
+
+
+def _deleted_pods(bundle: _Bundle) -> dict[str, datetime]:
+    """Pods a ReplicaSet of the bundle deleted (scaled away), with when: their events outlive them."""
+    replica_sets = {kube.name(obj) for obj in bundle.objects(kinds.REPLICA_SET)}
+    deleted = {}
+    for event in bundle.objects(kinds.EVENT):
+        involved = event.get("involvedObject") or {}
+        message = str(event.get("message") or "")
+        if event.get("reason") != "SuccessfulDelete" or involved.get("name") not in replica_sets:
+            continue
+        first, _ = event_interval(event)
+        if message.startswith("Deleted pod: ") and first is not None:
+            deleted[message.removeprefix("Deleted pod: ")] = first
+    return deleted
 
 
 def _check_logs(bundle: _Bundle) -> list[str]:
