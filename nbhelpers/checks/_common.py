@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from nbhelpers import kube, quantities
+from nbhelpers import kube, quantities, vllm_args
 from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.evidence import Evidence
 from nbhelpers.findings import Patch
@@ -500,3 +501,43 @@ def accelerator_requests(container: Mapping[str, Any]) -> dict[str, int]:
         if is_accelerator_resource(str(name)) and amount is not None and amount > 0:
             counts[str(name)] = int(amount)
     return counts
+
+
+# --- text and args helpers shared by several checks ---------------------------------------------------
+
+_LOG_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\S+\s+")
+
+
+def strip_log_timestamp(line: str) -> str:
+    """A log line without the kubelet's RFC 3339 timestamp prefix, for quoting."""
+    return _LOG_TIMESTAMP.sub("", line, count=1).strip()
+
+
+def shorten(text: str, limit: int = 400) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def set_flag(args: Sequence[str], flag: str, value: str) -> list[str]:
+    """``args`` with ``flag`` set to ``value``: an existing spelling (``--flag v``, ``--flag=v``, underscores) is
+    replaced where it stands and any repeat dropped; a flag not there is appended as ``flag=value`` (KServe
+    appends the InferenceService's args after the runtime's, and vLLM keeps the last)."""
+    wanted = vllm_args.normalize_flag(flag)
+    result: list[str] = []
+    placed = False
+    skip_next = False
+    for index, arg in enumerate(args):
+        if skip_next:
+            skip_next = False
+            continue
+        name, separator, _ = arg.partition("=")
+        if not (arg.startswith("--") and vllm_args.normalize_flag(name) == wanted):
+            result.append(arg)
+            continue
+        pair = not separator and index + 1 < len(args) and not args[index + 1].startswith("--")
+        skip_next = pair
+        if not placed:
+            result.extend([name, value] if pair else [f"{name}={value}"])
+            placed = True
+    if not placed:
+        result.append(f"{flag}={value}")
+    return result

@@ -178,7 +178,7 @@ class _Context:
             f"containerPorts of {self.container_name}: {common.describe_ports(self.workload.serving)}",
         ]
         if self.server.argv:
-            lines.append(f"command line ({self.workload.ref}): {_shorten(' '.join(self.server.argv))}")
+            lines.append(f"command line ({self.workload.ref}): {common.shorten(' '.join(self.server.argv))}")
         for probe in _probe_ports(self.workload):
             lines.append(
                 f"{probe.kind} ({probe.run_by}): {probe.handler} port {probe.declared}"
@@ -332,8 +332,7 @@ class _Context:
 
         def set_port(isvc: common.KubeObject) -> None:
             container = accessor.get(isvc)
-            args = _without_flag([str(arg) for arg in container.get("args") or []], flag)
-            container["args"] = [*args, f"{flag}={port}"]
+            container["args"] = common.set_flag([str(arg) for arg in container.get("args") or []], flag, str(port))
 
         return common.plan_patch(self.evidence.isvc, set_port)
 
@@ -394,28 +393,7 @@ def _queue_proxy_probes(queue: Mapping[str, Any]) -> list[ProbePort]:
     return probes
 
 
-def _without_flag(args: list[str], flag: str) -> list[str]:
-    """``args`` without any ``flag VALUE`` / ``flag=VALUE`` (dash/underscore spellings alike)."""
-    wanted = vllm_args.normalize_flag(flag)
-    kept: list[str] = []
-    skip_next = False
-    for arg in args:
-        if skip_next:
-            skip_next = False
-            continue
-        name, separator, _ = arg.partition("=")
-        if arg.startswith("--") and vllm_args.normalize_flag(name) == wanted:
-            skip_next = not separator
-            continue
-        kept.append(arg)
-    return kept
-
-
 def _retarget(service: common.KubeObject, name: str, port: int) -> None:
     for entry in service["spec"]["ports"]:
         if entry.get("targetPort") == name:
             entry["targetPort"] = port
-
-
-def _shorten(text: str, limit: int = 400) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -37,14 +37,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
-from nbhelpers import kube, vllm_args
+from nbhelpers import engine_facts, kube, vllm_args
 from nbhelpers.checks import STEP_BY_ID
 from nbhelpers.checks import _common as common
+from nbhelpers.engine_facts import Valued
 from nbhelpers.errors import RunbookError, StepSkipped
-from nbhelpers.evidence import ContainerLog, Evidence, MetricData
+from nbhelpers.evidence import ContainerLog, Evidence
 from nbhelpers.findings import Finding, Severity
+from nbhelpers.metrics import series
 from nbhelpers.models import regime
-from nbhelpers.models.gpus import CUDA_RESERVED_GIB, GPUS, MIB
 from nbhelpers.models.model_table import ModelArchitecture, lookup_model
 from nbhelpers.models.vllm_log import EngineMemoryFacts, parse_engine_log
 from nbhelpers.models.vllm_memory import (
@@ -52,20 +53,16 @@ from nbhelpers.models.vllm_memory import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     GIB,
     SAFE_MAX_UTILIZATION,
-    Gpu,
     KvCacheReport,
     ServingPlan,
     default_max_num_batched_tokens,
-    default_max_num_seqs,
     estimate,
-    parse_version,
 )
-from nbhelpers.sources import kinds
 
 STEP = STEP_BY_ID["queue_vs_oom"]
 
 UTIL_FLAG = "--gpu-memory-utilization"
-SEQS_FLAG = "--max-num-seqs"
+SEQS_FLAG = engine_facts.SEQS_FLAG
 LEN_FLAG = "--max-model-len"
 BATCHED_FLAG = "--max-num-batched-tokens"
 TP_FLAG = "--tensor-parallel-size"
@@ -74,8 +71,6 @@ ESTIMATE_MARGIN_GIB = 0.6  # the memory model's largest measured error against r
 KV_HEADROOM = 0.8  # below this peak KV usage while saturated, more concurrency fits in the cache
 KV_TARGET = 0.85  # the KV usage a recommended --max-num-seqs aims for
 ROUND_TOKENS = 1024
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB, set by GPU feature discovery
 EDGE_SOURCES = (
     ("istio_requests_by_code", "response_code", "Istio"),
     ("nginx_requests_by_status", "status", "ingress-nginx"),
@@ -83,7 +78,6 @@ EDGE_SOURCES = (
 )
 FAILED_CODES = frozenset({"503", "504"})
 
-_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\S+\s+")
 _NUMBER = r"([\d,]+(?:\.\d+)?)"
 _CUDA_OOM = re.compile(r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUDA error: out of memory")
 _OOM_ALLOCATION = re.compile(rf"Tried to allocate {_NUMBER} ?(GiB|MiB|KiB)")
@@ -105,12 +99,6 @@ _FREE_MEMORY = re.compile(
 _ENGINE_DEAD = re.compile(r"EngineDeadError|Engine loop has died|EngineCore encountered an issue")
 _LOADED = re.compile(r"Model loading took|Loading model weights took")
 _SERVING = re.compile(r"Application startup complete|Starting vLLM API server")
-_ENGINE_TOTAL = (
-    re.compile(rf"total capacity of {_NUMBER} ?GiB"),
-    re.compile(rf"Free memory on device[^(]*\({_NUMBER}/{_NUMBER} ?GiB\)"),
-    re.compile(rf"total_gpu_memory[ =(]+{_NUMBER} ?GiB"),
-)
-_LOGGED_MAX_NUM_SEQS = re.compile(r"max_num_seqs['\"]?\s*[:=]\s*(\d+)")
 
 
 def run(evidence: Evidence) -> list[Finding]:
@@ -147,25 +135,7 @@ class LogHit:
     def describe(self) -> str:
         where = f"{self.pod}{' (previous container)' if self.previous else ''}"
         times = f" ×{self.count}" if self.count > 1 else ""
-        return f"log {where}, {self.phase}: {_shorten(self.line)!r}{times}"
-
-
-@dataclass(frozen=True)
-class Valued:
-    """A number and where it came from, for summaries."""
-
-    value: float
-    origin: str
-
-
-@dataclass(frozen=True)
-class GpuSeen:
-    gpu: Gpu
-    origin: str
-
-
-def _strip(line: str) -> str:
-    return _TIMESTAMP.sub("", line, count=1).strip()
+        return f"log {where}, {self.phase}: {common.shorten(self.line, 300)!r}{times}"
 
 
 def _phase(lines: Sequence[str], index: int) -> str:
@@ -186,7 +156,11 @@ def _scan(logs: Iterable[ContainerLog], pattern: re.Pattern[str]) -> list[LogHit
             index, line = matching[0]
             match = pattern.search(line)
             assert match is not None
-            hits.append(LogHit(log.pod, log.previous, _strip(line), len(matching), _phase(lines, index), match))
+            hits.append(
+                LogHit(
+                    log.pod, log.previous, common.strip_log_timestamp(line), len(matching), _phase(lines, index), match
+                )
+            )
     return hits
 
 
@@ -196,44 +170,6 @@ def _number(text: str) -> float:
 
 def _gib(amount: float, unit: str) -> float:
     return amount * {"GiB": 1.0, "MiB": 1 / 1024, "KiB": 1 / 1024**2, "bytes": 1 / GIB}[unit]
-
-
-def _pod_label(labels: Mapping[str, str]) -> str:
-    """The pod a series belongs to: ``pod``, or DCGM's ``exported_pod`` when the exporter's own pod took ``pod``."""
-    return labels.get("exported_pod") or labels.get("pod") or ""
-
-
-def _ok(data: MetricData | None) -> MetricData | None:
-    return data if data is not None and data.status == "ok" else None
-
-
-def _by_pod(data: MetricData | None) -> dict[str, dict[float, float]]:
-    values: dict[str, dict[float, float]] = {}
-    if _ok(data) is None:
-        return values
-    assert data is not None
-    for series in data.series:
-        per_pod = values.setdefault(_pod_label(series.labels), {})
-        for t, value in series.samples:
-            if math.isfinite(value):
-                per_pod[t] = per_pod.get(t, 0.0) + value
-    return values
-
-
-def _total(data: MetricData | None) -> list[tuple[float, float]]:
-    summed: dict[float, float] = {}
-    if _ok(data) is None:
-        return []
-    assert data is not None
-    for series in data.series:
-        for t, value in series.samples:
-            if math.isfinite(value):
-                summed[t] = summed.get(t, 0.0) + value
-    return sorted(summed.items())
-
-
-def _peak(series: Sequence[tuple[float, float]]) -> float | None:
-    return max((value for _, value in series), default=None)
 
 
 def _clock(t: float) -> str:
@@ -248,14 +184,6 @@ def _round_down(tokens: int) -> int:
     return tokens // ROUND_TOKENS * ROUND_TOKENS if tokens >= 2 * ROUND_TOKENS else tokens // 16 * 16
 
 
-def _shorten(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _normalize_gpu_name(text: str) -> str:
-    return re.sub(r"[\s_-]+", " ", text).strip().lower()
-
-
 # --- the facts every finding of this step uses -------------------------------------------------------
 
 
@@ -266,14 +194,11 @@ class _Context:
         self.server = server
         self.container = str(workload.serving.get("name"))
         self.pods = common.predictor_pods(evidence)
-        self.logs = [
-            log
-            for log in evidence.logs
-            if log.container == self.container and any(kube.name(p) == log.pod for p in self.pods)
-        ]
+        self.logs = engine_facts.serving_logs(evidence, workload)
         self.engine = self._engine_facts()
-        self.version = self._version()
-        self.gpu = self._gpu()
+        version = engine_facts.vllm_version(evidence, workload)
+        self.version = version.number if version is not None else None
+        self.gpu = engine_facts.serving_gpu(evidence, workload)
         self.model = self._model()
         self.plan = self._plan()
         self.step = float(next((d.step for d in evidence.metrics.values() if d.step), 15))
@@ -283,7 +208,7 @@ class _Context:
 
     @property
     def vllm_seen(self) -> bool:
-        metrics = any(_ok(self.evidence.metrics.get(query)) for query in ("vllm_running", "vllm_waiting"))
+        metrics = any(series.ok(self.evidence.metrics.get(query)) for query in ("vllm_running", "vllm_waiting"))
         return metrics or any("vllm" in log.text.lower() for log in self.logs)
 
     @property
@@ -315,72 +240,10 @@ class _Context:
                 return facts
         return EngineMemoryFacts()
 
-    def _version(self) -> tuple[int, int, int] | None:
-        text = self.evidence.versions.get("vllm")
-        try:
-            return parse_version(text) if text else None
-        except RunbookError:
-            return None
-
-    # --- the GPU -----------------------------------------------------------------------------------
-
-    def _node_labels(self) -> dict[str, str]:
-        names = [str(kube.spec(pod).get("nodeName") or "") for pod in reversed(self.pods)]
-        for node in self.evidence.of(kinds.NODE):
-            if kube.name(node) in names:
-                return kube.labels(node)
-        return {}
-
-    def _gpu(self) -> GpuSeen | None:
-        labels = self._node_labels()
-        product = labels.get(GPU_PRODUCT_LABEL)
-        model = next(
-            (g for g in GPUS if product and _normalize_gpu_name(g.device_name) == _normalize_gpu_name(product)), None
-        )
-        name = model.device_name if model else product
-        for log in self.logs:
-            for pattern in _ENGINE_TOTAL:
-                match = pattern.search(log.text)
-                if match:
-                    total = _number(match.groups()[-1])
-                    return GpuSeen(Gpu(int(total * GIB), name), f"{total:.2f} GiB as the engine saw it (log)")
-        memory = labels.get(GPU_MEMORY_LABEL, "")
-        if memory.isdigit():
-            return GpuSeen(self._driver_total(int(memory), name), f"node label {GPU_MEMORY_LABEL}={memory} MiB")
-        if model is not None:
-            return GpuSeen(Gpu(model.engine_total_bytes, name), f"{model.device_name} ({model.driver_total_mib} MiB)")
-        used = _by_pod(self.evidence.metrics.get("gpu_fb_used_mib"))
-        free = _by_pod(self.evidence.metrics.get("gpu_fb_free_mib"))
-        totals = [
-            value + free[pod][t]
-            for pod, series in used.items()
-            for t, value in series.items()
-            if t in free.get(pod, {})
-        ]
-        if totals:
-            total_mib = int(max(totals))
-            return GpuSeen(self._driver_total(total_mib, name), f"DCGM framebuffer used + free = {total_mib:,} MiB")
-        return None
-
-    @staticmethod
-    def _driver_total(mib: int, name: str | None) -> Gpu:
-        return Gpu(mib * MIB - int(CUDA_RESERVED_GIB * GIB), name)
-
     # --- the model ---------------------------------------------------------------------------------
 
-    def _model_names(self) -> list[str]:
-        names = [self.flag("model") or "", self.flag("served-model-name") or ""]
-        argv = list(self.server.argv)
-        if "serve" in argv and argv.index("serve") + 1 < len(argv):
-            names.append(argv[argv.index("serve") + 1])
-        predictor = kube.spec(self.evidence.isvc).get("predictor") or {}
-        model = predictor.get("model") or {}
-        if isinstance(model, Mapping) and model.get("storageUri"):
-            names.append(str(model["storageUri"]))
-        return [name for name in names if name and not name.startswith("-")]
-
     def _model(self) -> ModelArchitecture | None:
-        for name in self._model_names():
+        for name in engine_facts.model_names(self.evidence, self.workload):
             path = re.sub(r"^[a-z0-9]+://", "", name).strip("/")
             parts = path.split("/")
             for candidate in dict.fromkeys((path, "/".join(parts[-2:]), parts[-1])):
@@ -428,29 +291,8 @@ class _Context:
     # --- the ceiling -------------------------------------------------------------------------------
 
     def ceiling(self) -> Valued | None:
-        """Requests one pod runs at most: ``--max-num-seqs`` in effect times the data-parallel engines per pod
-        (the metrics are summed over engines)."""
-        per_engine = self._max_num_seqs()
-        engines = self.int_flag("--data-parallel-size") or 1
-        if per_engine is None or engines == 1:
-            return per_engine
-        return Valued(per_engine.value * engines, f"{per_engine.origin} × {engines} data-parallel engines")
-
-    def _max_num_seqs(self) -> Valued | None:
-        """The ``--max-num-seqs`` in effect: flag, else the engine's log, else the version/GPU default."""
-        flag = self.int_flag(SEQS_FLAG)
-        if flag is not None:
-            return Valued(flag, f"{SEQS_FLAG}={flag}")
-        for log in self.logs:
-            match = _LOGGED_MAX_NUM_SEQS.search(log.text)
-            if match:
-                return Valued(int(match.group(1)), f"max_num_seqs={match.group(1)} in the engine's log")
-        if self.version is not None and self.gpu is not None:
-            setting = default_max_num_seqs(self.version, self.gpu.gpu)
-            return Valued(
-                setting.value, f"{SEQS_FLAG} not set: {setting.origin} (vLLM {self.evidence.versions['vllm']})"
-            )
-        return None
+        """Requests one pod runs at most (the metrics are summed over its data-parallel engines)."""
+        return engine_facts.max_num_seqs(self.evidence, self.workload)
 
     # --- restarts and 5xx --------------------------------------------------------------------------
 
@@ -468,9 +310,9 @@ class _Context:
                 if waiting.get("reason"):
                     detail += f", now {waiting['reason']}"
                 lines.append(f"{kube.ref(pod)}: {detail}")
-        counted = _by_pod(self.evidence.metrics.get("pod_restarts"))
-        for pod_name, series in sorted(counted.items()):
-            values = [series[t] for t in sorted(series)]
+        counted = series.by_pod(self.evidence.metrics.get("pod_restarts"))
+        for pod_name, samples in sorted(counted.items()):
+            values = [samples[t] for t in sorted(samples)]
             if values and values[-1] > values[0] and not any(pod_name in line for line in lines):
                 lines.append(
                     f"pod {pod_name}: restart counter +{values[-1] - values[0]:.0f} in the window (kube-state-metrics)"
@@ -482,13 +324,13 @@ class _Context:
         combined: dict[float, float] = {}
         lines = []
         for query, label, name in EDGE_SOURCES:
-            data = _ok(self.evidence.metrics.get(query))
+            data = series.ok(self.evidence.metrics.get(query))
             if data is None:
                 continue
             per_t: dict[float, float] = {}
-            for series in data.series:
-                if series.labels.get(label) in FAILED_CODES:
-                    for t, value in series.samples:
+            for answer in data.series:
+                if answer.labels.get(label) in FAILED_CODES:
+                    for t, value in answer.samples:
                         if math.isfinite(value):
                             per_t[t] = per_t.get(t, 0.0) + value
             count = sum(per_t.values()) * data.step
@@ -498,16 +340,16 @@ class _Context:
         return sorted(combined.items()), lines
 
     def gpu_memory_lines(self) -> list[str]:
-        used = _by_pod(self.evidence.metrics.get("gpu_fb_used_mib"))
-        free = _by_pod(self.evidence.metrics.get("gpu_fb_free_mib"))
+        used = series.by_pod(self.evidence.metrics.get("gpu_fb_used_mib"))
+        free = series.by_pod(self.evidence.metrics.get("gpu_fb_free_mib"))
         lines = []
-        for pod, series in sorted(used.items()):
-            if not series:
+        for pod, samples in sorted(used.items()):
+            if not samples:
                 continue
-            peak_t = max(series, key=lambda t: series[t])
-            total = series[peak_t] + free.get(pod, {}).get(peak_t, math.nan)
-            share = f" of {total:,.0f} MiB ({series[peak_t] / total:.0%})" if math.isfinite(total) else ""
-            lines.append(f"DCGM {pod}: framebuffer used up to {series[peak_t]:,.0f} MiB{share} at {_clock(peak_t)}")
+            peak_t = max(samples, key=lambda t: samples[t])
+            total = samples[peak_t] + free.get(pod, {}).get(peak_t, math.nan)
+            share = f" of {total:,.0f} MiB ({samples[peak_t] / total:.0%})" if math.isfinite(total) else ""
+            lines.append(f"DCGM {pod}: framebuffer used up to {samples[peak_t]:,.0f} MiB{share} at {_clock(peak_t)}")
         return lines
 
     # --- VLLM_KV_CAPACITY_EXCEEDED --------------------------------------------------------------------
@@ -873,9 +715,9 @@ class _Context:
     # --- QUEUE_SATURATION and KV_CACHE_PRESSURE ------------------------------------------------------------
 
     def queue_facts(self, ceiling: Valued | None) -> regime.QueueFacts | None:
-        running = _by_pod(self.evidence.metrics.get("vllm_running"))
-        waiting = _by_pod(self.evidence.metrics.get("vllm_waiting"))
-        usage = _by_pod(self.evidence.metrics.get("vllm_kv_cache_usage"))
+        running = series.by_pod(self.evidence.metrics.get("vllm_running"))
+        waiting = series.by_pod(self.evidence.metrics.get("vllm_waiting"))
+        usage = series.by_pod(self.evidence.metrics.get("vllm_kv_cache_usage"))
         if not running or not waiting:
             return None
         pods: dict[str, list[regime.PodSample]] = {}
@@ -893,8 +735,8 @@ class _Context:
             rate_range=self.rate_range,
             pods=pods,
             ceiling=ceiling.value if ceiling else None,
-            preemptions=_total(self.evidence.metrics.get("vllm_preemptions_rate")),
-            queue_time_p95=_total(self.evidence.metrics.get("vllm_queue_time_p95")),
+            preemptions=tuple(series.summed(self.evidence.metrics.get("vllm_preemptions_rate")).items()),
+            queue_time_p95=tuple(series.summed(self.evidence.metrics.get("vllm_queue_time_p95")).items()),
             failed_requests=failed,
         )
 
@@ -927,12 +769,12 @@ class _Context:
             ("vllm_prompt_tokens_rate", "prompt tokens"),
             ("vllm_generation_tokens_rate", "generated tokens"),
         ):
-            peak = _peak(_total(self.evidence.metrics.get(query)))
+            peak = series.peak(series.summed(self.evidence.metrics.get(query)))
             if peak is not None:
                 lines.append(f"{label}: peak {peak:,.1f}/s")
-        queue = _peak(_total(self.evidence.metrics.get("vllm_queue_time_p95")))
-        ttft = _peak(_total(self.evidence.metrics.get("vllm_ttft_p95")))
-        e2e = _peak(_total(self.evidence.metrics.get("vllm_e2e_p99")))
+        queue = series.peak(series.summed(self.evidence.metrics.get("vllm_queue_time_p95")))
+        ttft = series.peak(series.summed(self.evidence.metrics.get("vllm_ttft_p95")))
+        e2e = series.peak(series.summed(self.evidence.metrics.get("vllm_e2e_p99")))
         for name, value in (("queue time p95", queue), ("time to first token p95", ttft), ("end-to-end p99", e2e)):
             if value is not None:
                 lines.append(f"{name}: peak {value:.1f} s")
@@ -1133,30 +975,7 @@ class _Context:
             container = accessor.get(isvc)
             args = [str(arg) for arg in container.get("args") or []]
             for flag, value in changes.items():
-                args = _set_flag(args, flag, value)
+                args = common.set_flag(args, flag, value)
             container["args"] = args
 
         return common.plan_patch(self.evidence.isvc, set_flags)
-
-
-def _set_flag(args: list[str], flag: str, value: str) -> list[str]:
-    wanted = vllm_args.normalize_flag(flag)
-    result: list[str] = []
-    placed = False
-    skip_next = False
-    for index, arg in enumerate(args):
-        if skip_next:
-            skip_next = False
-            continue
-        name, separator, _ = arg.partition("=")
-        if not (arg.startswith("--") and vllm_args.normalize_flag(name) == wanted):
-            result.append(arg)
-            continue
-        pair = not separator and index + 1 < len(args) and not args[index + 1].startswith("--")
-        skip_next = pair
-        if not placed:
-            result.extend([name, value] if pair else [f"{name}={value}"])
-            placed = True
-    if not placed:
-        result.append(f"{flag}={value}")
-    return result

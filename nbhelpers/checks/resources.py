@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from nbhelpers import kube, quantities, vllm_args
+from nbhelpers import engine_facts, kube, quantities, vllm_args
 from nbhelpers.checks import STEP_BY_ID
 from nbhelpers.checks import _common as common
 from nbhelpers.evidence import Evidence, event_interval
@@ -75,7 +75,6 @@ _WEIGHTS_LOG = re.compile(r"(?:Model loading took|Loading model weights took) ([
 _INSUFFICIENT = re.compile(r"(\d+) Insufficient ([A-Za-z0-9][\w./-]*[A-Za-z0-9])")
 _NODES_TOTAL = re.compile(r"\d+/(\d+) nodes are available")
 _PARAMETERS = re.compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)[bB](?![a-zA-Z0-9])")
-_LOG_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\S+\s+")
 
 
 def run(evidence: Evidence) -> list[Finding]:
@@ -114,11 +113,6 @@ class LogHit:
         return f"log {where}: {self.line!r}{times}"
 
 
-def _strip_timestamp(line: str) -> str:
-    """The log line without the kubelet's RFC 3339 timestamp prefix."""
-    return _LOG_TIMESTAMP.sub("", line, count=1).strip()
-
-
 def _log_hits(
     evidence: Evidence, pods: Iterable[Mapping[str, Any]], container: str, pattern: re.Pattern[str]
 ) -> list[LogHit]:
@@ -130,7 +124,9 @@ def _log_hits(
                 continue
             matching = [line for line in log.text.splitlines() if pattern.search(line)]
             if matching:
-                hits.append(LogHit(log.pod, log.container, log.previous, _strip_timestamp(matching[0]), len(matching)))
+                hits.append(
+                    LogHit(log.pod, log.container, log.previous, common.strip_log_timestamp(matching[0]), len(matching))
+                )
     return hits
 
 
@@ -664,7 +660,7 @@ class _Context:
         )
         lines = [_describe_resources(self.serving), f"image: {self.serving.get('image')}"]
         if self.server.argv:
-            lines.append(f"command line: {_shorten(' '.join(self.server.argv))}")
+            lines.append(f"command line: {common.shorten(' '.join(self.server.argv))}")
         lines.extend(hidden)
         what = (
             f"Request {count} {resource} (tensor-parallel × pipeline-parallel size) as a limit on "
@@ -772,7 +768,7 @@ class _Context:
             summary += (
                 f" The logs show that failure and the pods restarted {restarts} times: it is breaking serving now."
             )
-        lines = [f"command line: {_shorten(' '.join(self.server.argv))}"]
+        lines = [f"command line: {common.shorten(' '.join(self.server.argv))}"]
         lines.append(
             f"volumeMounts of {self.container_name}: "
             + (
@@ -908,7 +904,7 @@ class _Context:
             unit = quantities.GIB if match.group(2) == "GiB" else 10**9
             per_gpu = Decimal(match.group(1)) * unit
             return _WeightsHint(int(per_gpu * workers), f"vLLM logged {match.group(0)!r} per GPU × {workers} GPU(s)")
-        for name in self._model_names():
+        for name in engine_facts.model_names(self.evidence, self.workload):
             match = _PARAMETERS.search(name.rsplit("/", 1)[-1])
             if match is None:
                 continue
@@ -920,25 +916,6 @@ class _Context:
                 f"estimated from the name {name!r}: {billions.normalize():f}B parameters × {bytes_per_parameter} bytes",
             )
         return None
-
-    def _model_names(self) -> list[str]:
-        names = []
-        for flag in ("model", "served-model-name"):
-            value = self.server.flag(flag)
-            if value:
-                names.append(value)
-        argv = list(self.server.argv)
-        if (
-            "serve" in argv
-            and argv.index("serve") + 1 < len(argv)
-            and not argv[argv.index("serve") + 1].startswith("-")
-        ):
-            names.append(argv[argv.index("serve") + 1])
-        predictor = kube.spec(self.evidence.isvc).get("predictor") or {}
-        model = predictor.get("model") or {}
-        if isinstance(model, Mapping) and model.get("storageUri"):
-            names.append(str(model["storageUri"]))
-        return [name for name in names if name]
 
 
 @dataclass(frozen=True)
@@ -1003,7 +980,3 @@ def _replace_or_append(
 def _minutes(duration: timedelta) -> str:
     minutes = duration.total_seconds() / 60
     return f"{math.floor(minutes)} min" if minutes >= 1 else f"{int(duration.total_seconds())} s"
-
-
-def _shorten(text: str, limit: int = 400) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

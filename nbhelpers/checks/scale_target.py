@@ -45,6 +45,7 @@ from nbhelpers.checks import _scale_facts as facts
 from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.evidence import Evidence
 from nbhelpers.findings import Finding, Patch
+from nbhelpers.metrics import series
 from nbhelpers.sources import kinds
 
 STEP = STEP_BY_ID["scale_target"]
@@ -494,19 +495,19 @@ class _Context:
 
     def _demand_lines(self, unit: Unit) -> list[str]:
         lines = []
-        waiting = facts.peak(facts.totals(self.evidence, "vllm_waiting"))
-        running = facts.peak(facts.totals(self.evidence, "vllm_running"))
+        waiting = series.peak(series.summed(self.evidence.metrics.get("vllm_waiting")))
+        running = series.peak(series.summed(self.evidence.metrics.get("vllm_running")))
         if running is not None:
             lines.append(f"peak running requests (all pods) in the window: {running:.0f}")
         if waiting is not None:
             lines.append(f"peak waiting requests (all pods) in the window: {waiting:.0f}")
-        replicas = facts.totals(self.evidence, "hpa_current_replicas")
+        replicas = series.summed(self.evidence.metrics.get("hpa_current_replicas"))
         if replicas:
             lines.append(
                 f"HPA current replicas in the window: {min(replicas.values()):.0f}-{max(replicas.values()):.0f}"
             )
         if self.capacity is not None and self.capacity.ceiling is not None:
-            lines.append(f"request ceiling per pod: {self.capacity.ceiling.value} ({self.capacity.ceiling.origin})")
+            lines.append(f"request ceiling per pod: {self.capacity.ceiling.value:g} ({self.capacity.ceiling.origin})")
         if self.capacity is not None and self.capacity.saturated_running is not None:
             lines.append(
                 f"measured capacity: {self.capacity.saturated_running} running requests per pod while requests queued"
@@ -573,9 +574,9 @@ class _Context:
         lines = [unit.describe(), f"KPA target per pod: {how}", *self._demand_lines(unit)]
         return Finding(
             "HPA_TARGET_ABOVE_POD_CAPACITY",
-            f"KPA target {effective:g} requests per pod >= the pod's ceiling of {ceiling.value}",
+            f"KPA target {effective:g} requests per pod >= the pod's ceiling of {ceiling.value:g}",
             f"Knative adds a pod when the average in-flight requests per pod pass {effective:g} ({how}), but one "
-            f"vLLM pod runs at most {ceiling.value} requests at once ({ceiling.origin}). The pod saturates and "
+            f"vLLM pod runs at most {ceiling.value:g} requests at once ({ceiling.origin}). The pod saturates and "
             "queues requests before the autoscaler reacts, so latency climbs first and scaling comes late.",
             (*unit.refs, self.isvc_ref),
             tuple(lines),
@@ -591,9 +592,9 @@ class _Context:
         lines = [unit.describe(), *self._demand_lines(unit)]
         return Finding(
             "HPA_TARGET_ABOVE_POD_CAPACITY",
-            f"{unit.primary.kind} {unit.primary.name} target {value:g} in-flight requests per pod >= ceiling {ceiling.value}",
+            f"{unit.primary.kind} {unit.primary.name} target {value:g} in-flight requests per pod >= ceiling {ceiling.value:g}",
             f"{unit.primary.ref} adds pods when {metric.name} averages above {value:g} per pod, but one vLLM pod "
-            f"runs at most {ceiling.value} requests at once ({ceiling.origin}). The running count cannot pass the "
+            f"runs at most {ceiling.value:g} requests at once ({ceiling.origin}). The running count cannot pass the "
             "ceiling, so the autoscaler only reacts after pods are saturated and requests already queue.",
             (*unit.refs, self.isvc_ref),
             tuple(lines),
@@ -606,7 +607,7 @@ class _Context:
 
     def at_max(self) -> list[Finding]:
         findings = []
-        waiting = facts.totals(self.evidence, "vllm_waiting")
+        waiting = series.summed(self.evidence.metrics.get("vllm_waiting"))
         for unit in self.units:
             maximum, current = unit.max_replicas, unit.current_replicas
             if maximum is None or current is None or current < maximum:
@@ -658,8 +659,8 @@ class _Context:
     def _replicas_needed(self, maximum: int) -> int:
         """Peak demand (running + waiting, all pods) over the per-pod target, at least one above the maximum."""
         per_pod = self.capacity.target if self.capacity is not None else None
-        running = facts.totals(self.evidence, "vllm_running")
-        waiting = facts.totals(self.evidence, "vllm_waiting")
+        running = series.summed(self.evidence.metrics.get("vllm_running"))
+        waiting = series.summed(self.evidence.metrics.get("vllm_waiting"))
         demand = max((running.get(t, 0.0) + waiting.get(t, 0.0) for t in {*running, *waiting}), default=0.0)
         if per_pod is None or demand <= 0:
             return maximum + 1
@@ -734,8 +735,8 @@ class _Context:
         if target is None:
             return _Fix(
                 "Scale on a request signal of the engine (vLLM's num_requests_running or num_requests_waiting per "
-                "pod) instead. (No patch: the pod's request capacity is unknown: no --max-num-seqs flag, no known "
-                "GPU default and no saturated period in the metrics.)"
+                "pod) instead. (No patch: the pod's request capacity is unknown: no --max-num-seqs flag or engine "
+                "log line, no default for a known vLLM version and GPU, and no saturated period in the metrics.)"
             )
         assert self.capacity is not None
         how = f"Target {target} running requests per pod: {self.capacity.derivation()}."
@@ -1056,9 +1057,9 @@ def _slower_than_default(scale_up: Mapping[str, Any], replicas: int) -> bool:
 
 def _held_back_seconds(evidence: Evidence) -> float:
     """The longest stretch where the HPA's desired replicas exceeded its current ones while requests waited."""
-    desired = facts.totals(evidence, "hpa_desired_replicas")
-    current = facts.totals(evidence, "hpa_current_replicas")
-    waiting = facts.totals(evidence, "vllm_waiting")
+    desired = series.summed(evidence.metrics.get("hpa_desired_replicas"))
+    current = series.summed(evidence.metrics.get("hpa_current_replicas"))
+    waiting = series.summed(evidence.metrics.get("vllm_waiting"))
     longest, start = 0.0, None
     for moment in sorted(desired):
         behind = desired[moment] > current.get(moment, desired[moment]) and waiting.get(moment, 0.0) > 0

@@ -26,6 +26,12 @@ SERVERLESS = (
     "checks/healthy/resources_serverless.yaml",
     "checks/healthy/scale_target_serverless.yaml",
 )
+SLS_POD = "vllm-llm-predictor-00001-deployment-7f9c6d-x2k4p"
+# The engine's start-up line that tells its version (the Serverless image tag rhoai-2.20 does not).
+VERSION_LOG = {
+    (SLS_POD, "kserve-container"): "2026-01-15T11:40:05.000000000Z INFO 01-15 11:40:05 [api_server.py:1805] "
+    "vLLM API server version 0.10.1\n"
+}
 KSERVE_CPU_RAW = ("checks/healthy/raw.yaml", "checks/healthy/resources_raw.yaml")
 START = CAPTURED_AT.timestamp() - 1800
 
@@ -119,7 +125,11 @@ HEALTHY: dict[str, tuple[tuple[str, ...], tuple[str, ...], dict[str, Any]]] = {
         (HPA_REF,),
         {},
     ),
-    "serverless KPA with Knative's default target under vLLM's default ceiling": (SERVERLESS, (), {}),
+    "serverless KPA with Knative's default target under vLLM's default ceiling": (
+        SERVERLESS,
+        (),
+        {"logs": VERSION_LOG},
+    ),
     "no class and fixed bounds without an HPA": (("checks/healthy/raw.yaml",), (), {}),
 }
 
@@ -253,7 +263,7 @@ def test_running_request_target_at_max_num_seqs() -> None:
     finding = only(_run(objects), "HPA_TARGET_ABOVE_POD_CAPACITY")
     assert finding.level is Severity.WARNING
     assert "target 64" in finding.title and "ceiling 64" in finding.title
-    assert "--max-num-seqs 64 on the command line" in finding.summary
+    assert "at most 64 requests at once (--max-num-seqs=64)" in finding.summary
     fixed = apply_patch(objects, finding)
     assert serious(_run(fixed)) == []
 
@@ -269,15 +279,24 @@ def test_knative_default_target_above_a_small_max_num_seqs() -> None:
 
 
 def test_vllm_default_ceiling_depends_on_the_gpu() -> None:
-    """No flag: vLLM V1 runs 256 requests on an L40S, so a KPA target of 200 per pod is fine there ..."""
+    """No flag: vLLM 0.10.1 (V1) runs 256 requests on an L40S, so a KPA target of 200 per pod is fine there ..."""
     objects = load_case(*SERVERLESS)
     isvc = next(o for o in objects if o["kind"] == "InferenceService")
     isvc["metadata"]["annotations"]["autoscaling.knative.dev/target"] = "400"
     objects = _knative_rollout(objects)
-    finding = only(_run(objects), "HPA_TARGET_ABOVE_POD_CAPACITY")
+    finding = only(_run(objects, logs=VERSION_LOG), "HPA_TARGET_ABOVE_POD_CAPACITY")
     assert "ceiling of 256" in finding.title and "GPUs under 70 GiB" in finding.summary
+    assert "vLLM 0.10.1" in finding.summary
     isvc["metadata"]["annotations"]["autoscaling.knative.dev/target"] = "200"
-    assert serious(_run(_knative_rollout(objects))) == []
+    assert serious(_run(_knative_rollout(objects), logs=VERSION_LOG)) == []
+
+
+def test_no_default_ceiling_is_assumed_for_an_unknown_vllm_version() -> None:
+    """The image tag (rhoai-2.20) and the logs do not tell the vLLM version: the default is not guessed."""
+    objects = load_case(*SERVERLESS)
+    isvc = next(o for o in objects if o["kind"] == "InferenceService")
+    isvc["metadata"]["annotations"]["autoscaling.knative.dev/target"] = "400"
+    assert "HPA_TARGET_ABOVE_POD_CAPACITY" not in codes(_run(_knative_rollout(objects)))
 
 
 # --- HPA_AT_MAX -------------------------------------------------------------------------------------------
