@@ -901,8 +901,8 @@ class _Context:
         for hit in _log_hits(self.evidence, self.pods, self.container_name, _WEIGHTS_LOG):
             match = _WEIGHTS_LOG.search(hit.line)
             assert match is not None
-            unit = quantities.GIB if match.group(2) == "GiB" else 10**9
-            per_gpu = Decimal(match.group(1)) * unit
+            # V0 prints "GB" but divides by 2^30 (see nbhelpers/models/vllm_log.py): both units are GiB.
+            per_gpu = Decimal(match.group(1)) * quantities.GIB
             return _WeightsHint(int(per_gpu * workers), f"vLLM logged {match.group(0)!r} per GPU × {workers} GPU(s)")
         for name in engine_facts.model_names(self.evidence, self.workload):
             match = _PARAMETERS.search(name.rsplit("/", 1)[-1])
