@@ -761,3 +761,24 @@ def write_kubeconfig(
     }
     path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
     return path
+
+
+def crds_for_every_kind_read() -> list[JsonObject]:
+    """A CustomResourceDefinition for every custom kind the tool reads, so the server serves them all."""
+    from nbhelpers.sources import kinds
+
+    return [
+        {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{kind.plural}.{kind.group}"},
+            "spec": {
+                "group": kind.group,
+                "names": {"kind": kind.kind, "plural": kind.plural},
+                "scope": "Namespaced" if kind.namespaced else "Cluster",
+                "versions": [{"name": kind.versions[0], "served": True, "storage": True}],
+            },
+        }
+        for kind in kinds.ALL_KINDS
+        if kind.group not in kinds.CORE_LIKE_GROUPS
+    ]

@@ -12,17 +12,15 @@ from pathlib import Path
 import pytest
 from builders import CAPTURED_AT, FIXTURES, WINDOW
 from checks.check_cases import ISVC, NAMESPACE, evidence_of, load_case
-from fakeapi import FakeApiServer
+from fakeapi import FakeApiServer, crds_for_every_kind_read
 
 from nbhelpers.checks import STEPS, check_for
 from nbhelpers.evidence import Evidence, Target, gather
-from nbhelpers.sources import kinds
 from nbhelpers.sources.cluster_live import LiveCluster
 from nbhelpers.triage import run_step
 
 pytestmark = pytest.mark.integration
 
-BUILT_IN_GROUPS = kinds.CORE_LIKE_GROUPS
 # Cases whose code needs more than objects (logs, metrics, or a CRD that is not installed): their tests in
 # tests/checks add those. Here they only show parity.
 NEEDS_MORE_THAN_OBJECTS = {
@@ -58,25 +56,6 @@ def _case_files() -> list[tuple[str, str]]:
     return [("checks/healthy/raw.yaml", ""), ("checks/healthy/serverless.yaml", ""), *cases]
 
 
-def _crds() -> list[dict[str, object]]:
-    """A CustomResourceDefinition for every custom kind the tool reads, so the server serves them all."""
-    return [
-        {
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": f"{kind.plural}.{kind.group}"},
-            "spec": {
-                "group": kind.group,
-                "names": {"kind": kind.kind, "plural": kind.plural},
-                "scope": "Namespaced" if kind.namespaced else "Cluster",
-                "versions": [{"name": kind.versions[0], "served": True, "storage": True}],
-            },
-        }
-        for kind in kinds.ALL_KINDS
-        if kind.group not in BUILT_IN_GROUPS
-    ]
-
-
 def _findings(evidence: Evidence) -> list[dict[str, object]]:
     """Every step's findings, through run_step as a triage runs them (a skipped step gives none)."""
     results = [run_step(step, check_for(step.id), evidence) for step in STEPS]
@@ -89,7 +68,7 @@ def test_live_and_bundle_sources_give_the_same_findings(
     base: str, case: str, fake_api: FakeApiServer, kubeconfig: Path
 ) -> None:
     objects = load_case(base, case) if case else load_case(base)
-    fake_api.cluster.add_all([*_crds(), *objects])
+    fake_api.cluster.add_all([*crds_for_every_kind_read(), *objects])
     with LiveCluster(str(kubeconfig), None, 5.0) as cluster:
         live = gather(cluster, None, Target(NAMESPACE, ISVC), WINDOW, CAPTURED_AT)
     from_bundle = evidence_of(objects)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from builders import CAPTURED_AT, WINDOW
 from check_cases import apply_patch, codes, evidence_of, load_case, only, serious
+from fakeapi import crds_for_every_kind_read
 from promharness import PrometheusServer, prometheus_server  # noqa: F401  (the session fixture)
 
 from nbhelpers.checks import metric_pipeline
@@ -16,7 +17,6 @@ from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.evidence import Target, gather
 from nbhelpers.findings import Severity, rank_root_causes
 from nbhelpers.metrics import catalog
-from nbhelpers.sources import kinds
 from nbhelpers.sources.cluster_live import LiveCluster
 from nbhelpers.sources.metrics_live import LiveMetrics
 from nbhelpers.timeutil import query_step_seconds
@@ -407,26 +407,8 @@ LIVE_CASES = {
 }
 
 
-def _custom_resource_definitions() -> list[dict[str, Any]]:
-    return [
-        {
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": f"{kind.plural}.{kind.group}"},
-            "spec": {
-                "group": kind.group,
-                "names": {"kind": kind.kind, "plural": kind.plural},
-                "scope": "Namespaced" if kind.namespaced else "Cluster",
-                "versions": [{"name": kind.versions[0], "served": True, "storage": True}],
-            },
-        }
-        for kind in kinds.ALL_KINDS
-        if kind.group not in kinds.CORE_LIKE_GROUPS
-    ]
-
-
 def _live_findings(objects: list[dict[str, Any]], fake_api: Any, kubeconfig: Path, prometheus_url: str) -> list:
-    fake_api.cluster.add_all([*_custom_resource_definitions(), *objects])
+    fake_api.cluster.add_all([*crds_for_every_kind_read(), *objects])
     metrics = LiveMetrics(prometheus_url, token=None, ca_file=None, headers={}, verify=True, timeout_seconds=10.0)
     try:
         with LiveCluster(str(kubeconfig), None, 5.0) as cluster:
