@@ -26,7 +26,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TriageResult]
     return {name: run(TriageParams(bundle=str(scenario_bundle(name, cache)))) for name in SCENARIOS}
 
 
-def test_the_library_covers_the_503_and_autoscaling_families_and_both_healthy_modes() -> None:
+def test_the_library_covers_the_503_504_oom_and_autoscaling_families_and_both_healthy_modes() -> None:
     first_causes = {causes[0] for causes in EXPECTED.values() if causes}
     assert {
         "ROUTING_LAYER_MISMATCH",
@@ -37,6 +37,8 @@ def test_the_library_covers_the_503_and_autoscaling_families_and_both_healthy_mo
         "COLDSTART_SCALE_TO_ZERO",
         "HPA_METRICS_API_UNAVAILABLE",
         "HPA_CPU_METRIC_ON_GPU",
+        "TIMEOUT_LB_DEFAULT",
+        "GPU_OOM",
     } <= first_causes
     assert {"healthy-serverless", "healthy-raw"} <= {name for name, causes in EXPECTED.items() if not causes}
 

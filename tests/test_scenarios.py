@@ -48,6 +48,8 @@ SHIPPED = (
     "scale-to-zero-cold-start",
     "cpu-hpa-on-gpu",
     "hpa-custom-metrics-missing",
+    "nginx-timeout-long-generations",
+    "gpu-oom-utilization",
 )
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 10.0
@@ -154,6 +156,10 @@ def test_spec_errors_name_the_field(old: str, new: str, message: str) -> None:
         ("cpu-hpa-on-gpu", "max_replicas: 4", "max_replicas: 1", "the HPA could not scale anyway"),
         ("cpu-hpa-on-gpu", "autoscaler_class: hpa", "autoscaler_class: none", "needs KServe's HPA"),
         ("hpa-custom-metrics-missing", "autoscaler_class: external", "autoscaler_class: hpa", "class external"),
+        ("nginx-timeout-long-generations", "output_tokens: 2000", "output_tokens: 1200", "nothing would be cut"),
+        ("nginx-timeout-long-generations", "ingress: nginx", "ingress: istio", "needs cluster.ingress nginx"),
+        ("gpu-oom-utilization", "gpu_memory_utilization: 0.95", "gpu_memory_utilization: 0.9", "nothing would run"),
+        ("gpu-oom-utilization", "gpu_memory_utilization: 0.95", "gpu_memory_utilization: 1.5", "a fraction in"),
     ],
 )
 def test_fault_errors_say_why_nothing_would_break(name: str, old: str, new: str, message: str) -> None:
@@ -392,6 +398,85 @@ def test_host_oom_evidence_tells_one_story(bundles: dict[str, dict[str, bytes]])
     )
     reasons = matrix(files, "pod_last_terminated_reason")
     assert [series["metric"]["reason"] for series in reasons] == ["OOMKilled"]  # type: ignore[index]
+
+
+def final_counts(files: dict[str, bytes], family: str, label: str) -> dict[str, float]:
+    """The last raw value of each series of a counter family, by one label."""
+    counts: dict[str, float] = {}
+    for line in files[RAW_METRICS_FILE].decode().splitlines():
+        if line.startswith(family + "{"):
+            value = re.search(rf'{label}="([^"]*)"', line)
+            assert value is not None
+            counts[value.group(1)] = float(line.split()[-2])
+    return counts
+
+
+def test_nginx_timeout_evidence_tells_one_story(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["nginx-timeout-long-generations"]
+    evidence = evidence_of(files)
+    (ingress,) = evidence.of(kinds.INGRESS)
+    assert ingress["spec"]["ingressClassName"] == "nginx"
+    assert not any(key.startswith("nginx.ingress") for key in kube.annotations(ingress))
+    assert not any(key.startswith("nginx.ingress") for key in kube.annotations(evidence.isvc))
+    assert all(serving_status(pod)["restartCount"] == 0 for pod in evidence.of(kinds.POD))
+    at_nginx = final_counts(files, "nginx_ingress_controller_requests", "status")
+    assert set(at_nginx) == {"200", "504"} and 0.05 < at_nginx["504"] / sum(at_nginx.values()) < 0.15
+    # vLLM aborts what nginx cut: its successes are nginx's 200s, and no request it finished took 60 s.
+    succeeded = final_counts(files, "vllm:request_success_total", "pod")
+    assert sum(succeeded.values()) == at_nginx["200"]
+    p99 = [value for _, value in series_values(files, "vllm_e2e_p99") if not math.isnan(value)]
+    assert 54 < max(p99) <= 60
+
+
+def test_an_nginx_scenario_keeps_the_owners_timeout_without_the_fault() -> None:
+    files = generate(variant("nginx-timeout-long-generations", ("  - type: ingress_timeout_default\n", "  []\n")))
+    evidence = evidence_of(files)
+    (ingress,) = evidence.of(kinds.INGRESS)
+    assert kube.annotations(ingress)["nginx.ingress.kubernetes.io/proxy-read-timeout"] == "600"
+    assert kube.annotations(evidence.isvc)["nginx.ingress.kubernetes.io/proxy-read-timeout"] == "600"
+    assert "504" not in final_counts(files, "nginx_ingress_controller_requests", "status")
+    assert validate_bundle(files) == []
+
+
+def test_gpu_oom_evidence_tells_one_story(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["gpu-oom-utilization"]
+    evidence = evidence_of(files)
+    (pod,) = evidence.of(kinds.POD)
+    assert "--gpu-memory-utilization" in pod["spec"]["containers"][0]["args"]
+    status = serving_status(pod)
+    assert (status["lastState"]["terminated"]["reason"], status["lastState"]["terminated"]["exitCode"]) == ("Error", 1)
+    assert status["restartCount"] >= 5 and not status["ready"]
+    previous = next(log for log in evidence.logs if log.previous)
+    lines = previous.text.splitlines()
+    oom = next(index for index, line in enumerate(lines) if "torch.OutOfMemoryError: CUDA out of memory" in line)
+    assert "GPU 0 has a total capacity of 21.96 GiB of which" in lines[oom]
+    assert any("GPU KV cache size:" in line for line in lines[:oom]), "the cache is sized before graph capture"
+    assert not any("Starting vLLM API server" in line for line in lines)
+    assert lines[-1].endswith(
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"
+    )
+    reasons = matrix(files, "pod_last_terminated_reason")
+    assert [series["metric"]["reason"] for series in reasons] == ["Error"]  # type: ignore[index]
+    used = max(value for _, value in series_values(files, "gpu_fb_used_mib"))
+    free = min(value for _, value in series_values(files, "gpu_fb_free_mib"))
+    assert free < 100 and used > 22_000, "DCGM sees the card full just before each crash"
+    assert not matrix(files, "vllm_running"), "the engine never served: no vLLM series"
+
+
+def test_validator_catches_a_cuda_oom_claimed_as_oomkilled(bundles: dict[str, dict[str, bytes]]) -> None:
+    def claim_kernel_oom(pods: list[dict[str, Any]]) -> None:
+        pods[0]["status"]["containerStatuses"][0]["lastState"]["terminated"].update(reason="OOMKilled", exitCode=137)
+
+    problems = validate_bundle(edited(bundles["gpu-oom-utilization"], "objects/Pod.yaml", claim_kernel_oom))
+    assert any("CUDA out-of-memory error, but the container's last termination is OOMKilled" in p for p in problems)
+
+
+def test_validator_catches_nginx_504s_far_below_its_timeout(bundles: dict[str, dict[str, bytes]]) -> None:
+    def raise_timeout(ingresses: list[dict[str, Any]]) -> None:
+        ingresses[0]["metadata"]["annotations"] = {"nginx.ingress.kubernetes.io/proxy-read-timeout": "600"}
+
+    problems = validate_bundle(edited(bundles["nginx-timeout-long-generations"], "objects/Ingress.yaml", raise_timeout))
+    assert any("504s, but vLLM's p99 latency peaks at" in p and "of 600 s" in p for p in problems)
 
 
 def series_values(files: dict[str, bytes], query_id: str) -> list[tuple[float, float]]:

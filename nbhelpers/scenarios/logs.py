@@ -191,12 +191,69 @@ def vllm_log(plan: Plan, pod: PodPlan, run: Run, states: tuple[TickState, ...]) 
         (started, f"INFO:     {text}")
         for text in ("Started server process [1]", "Waiting for application startup.", "Application startup complete.")
     )
+    if run.cuda_oom and run.ended is not None:
+        lines.extend(_cuda_oom_lines(plan, run.ended, rng))
     # A liveness kill interrupts the API server at once (its SIGTERM handler stops the start-up); the engine
     # process, blocked in loading, holds the container until the kubelet's SIGKILL after the grace period.
     end = run.killed_at or run.ended or spec.timeline.captured_at
     if pod.listening is not None and run.ended is None:
         lines.extend(_stats_lines(pod.listening, states, end, plan.kv.max_num_seqs, rng))
     return "".join(f"{kubelet_stamp(moment)} {text}\n" for moment, text in lines if moment < end)
+
+
+VLLM_PACKAGE = "/usr/local/lib/python3.12/dist-packages/vllm"
+
+
+def _cuda_oom_lines(plan: Plan, ended: datetime, rng: random.Random) -> list[tuple[datetime, str]]:
+    """The engine core's death while it captures CUDA graphs: PyTorch's out-of-memory error, logged by the
+    engine process, then the API server's own failure (both just before the container exits with code 1)."""
+    total_gib = plan.spec.cluster.nodes[0].memory_gib
+    free_mib = rng.uniform(38, 96)
+    in_use_gib = total_gib - free_mib / 1024 - 0.02
+    allocated_gib = total_gib * plan.kv.gpu_memory_utilization - rng.uniform(0.15, 0.3)
+    oom = (
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB. GPU 0 has a total capacity of "
+        f"{total_gib:.2f} GiB of which {free_mib:.2f} MiB is free. Including non-PyTorch memory, this process has "
+        f"{in_use_gib:.2f} GiB memory in use. Of the allocated memory {allocated_gib:.2f} GiB is allocated by "
+        f"PyTorch, with 166.00 MiB allocated in private pools (e.g., CUDA Graphs), and "
+        f"{rng.uniform(120, 260):.2f} MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory "
+        "is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
+        "documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+    )
+    frames = (
+        ("v1/engine/core.py", 709, "run_engine_core", "engine_core = EngineCoreProc(*args, **kwargs)"),
+        ("v1/engine/core.py", 91, "__init__", "self._initialize_kv_caches(vllm_config)"),
+        (
+            "v1/engine/core.py",
+            205,
+            "_initialize_kv_caches",
+            "self.model_executor.initialize_from_config(kv_cache_configs)",
+        ),
+        ("v1/worker/gpu_worker.py", 336, "compile_or_warm_up_model", "self.model_runner.capture_model()"),
+        (
+            "v1/worker/gpu_model_runner.py",
+            2708,
+            "capture_model",
+            "self._dummy_run(num_tokens, capture_attn_cudagraph=full_cg)",
+        ),
+    )
+    at = ended - timedelta(seconds=1.4)
+    error = [_vllm(at, "core.py:718", "EngineCore failed to start.", "ERROR")]
+    error.append(_vllm(at, "core.py:718", "Traceback (most recent call last):", "ERROR"))
+    for path, line, function, code in frames:
+        error.append(_vllm(at, "core.py:718", f'  File "{VLLM_PACKAGE}/{path}", line {line}, in {function}', "ERROR"))
+        error.append(_vllm(at, "core.py:718", f"    {code}", "ERROR"))
+    error.append(_vllm(at, "core.py:718", oom, "ERROR"))
+    exit_at = ended - timedelta(seconds=0.6)
+    error += [(exit_at, "Process EngineCore_0:"), (exit_at, "Traceback (most recent call last):"), (exit_at, oom)]
+    failed = ended - timedelta(seconds=0.2)
+    error += [
+        (failed, "Traceback (most recent call last):"),
+        (failed, f'  File "{VLLM_PACKAGE}/v1/engine/core_client.py", line 448, in __init__'),
+        (failed, "    self._init_engines_direct("),
+        (failed, "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"),
+    ]
+    return error
 
 
 def _methods(route: str) -> str:

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from nbhelpers.kube import AUTOSCALER_CLASS_ANNOTATION, DEPLOYMENT_MODE_ANNOTATION, ISVC_LABEL, SERVING_CONTAINER
-from nbhelpers.scenarios.spec import GpuNode, ScenarioSpec
+from nbhelpers.scenarios.spec import NGINX_DEFAULT_TIMEOUT_SECONDS, GpuNode, ScenarioSpec
 from nbhelpers.scenarios.state import (
     Plan,
     PodPlan,
@@ -33,6 +33,7 @@ from nbhelpers.scenarios.state import (
     effective_resources,
     liveness_probe,
     make_uid,
+    nginx_timeout_seconds,
     restart_back_off,
     rng_for,
     user_hpa_metric,
@@ -46,6 +47,7 @@ INGRESS_DOMAIN = "example.com"
 QUEUE_PORT = 8012
 ISTIO_LOCAL_GATEWAY = "knative-local-gateway.istio-system.svc.cluster.local"
 KOURIER_INTERNAL = "kourier-internal.kourier-system.svc.cluster.local"
+NGINX_ANNOTATION_PREFIX = "nginx.ingress.kubernetes.io/"
 QUEUE_IMAGE = "gcr.io/knative-releases/knative.dev/serving/cmd/queue:v1.15.2"
 
 
@@ -240,6 +242,7 @@ class ObjectBuilder:
         annotations = {DEPLOYMENT_MODE_ANNOTATION: isvc.deployment_mode}
         if isvc.autoscaler_class != "kpa":
             annotations[AUTOSCALER_CLASS_ANNOTATION] = isvc.autoscaler_class
+        annotations.update(self._nginx_annotations())
         predictor: KubeObject = {
             "minReplicas": plan.min_scale,
             "maxReplicas": isvc.max_replicas,
@@ -1100,7 +1103,19 @@ class ObjectBuilder:
         busy = 1.45 if self.spec.traffic.rate_at(self.captured) > 0 else 0.25
         return round(100 * busy * self.rng.uniform(0.9, 1.1) / cores)
 
+    def _nginx_annotations(self) -> dict[str, str]:
+        """The owner's ingress-nginx timeouts on the InferenceService (none when nginx's default is left)."""
+        seconds = nginx_timeout_seconds(self.spec)
+        if seconds is None or seconds == NGINX_DEFAULT_TIMEOUT_SECONDS:
+            return {}
+        return {
+            f"{NGINX_ANNOTATION_PREFIX}proxy-read-timeout": str(seconds),
+            f"{NGINX_ANNOTATION_PREFIX}proxy-send-timeout": str(seconds),
+        }
+
     def ingress(self) -> KubeObject:
+        """KServe's Ingress for a RawDeployment; it copies the InferenceService's annotations onto it (only the
+        ingress-nginx ones are shown: the others mean nothing to the controller)."""
         name = self.isvc.name
         owner = _owner("serving.kserve.io/v1beta1", "InferenceService", name, self.plan.uids["isvc"])
         host = f"{name}-{self.ns}.{INGRESS_DOMAIN}"
@@ -1108,7 +1123,14 @@ class ObjectBuilder:
         return {
             "apiVersion": "networking.k8s.io/v1",
             "kind": "Ingress",
-            "metadata": _meta(name, self.ns, make_uid(self.rng), self.deployed + timedelta(seconds=2), owners=[owner]),
+            "metadata": _meta(
+                name,
+                self.ns,
+                make_uid(self.rng),
+                self.deployed + timedelta(seconds=2),
+                annotations=self._nginx_annotations(),
+                owners=[owner],
+            ),
             "spec": {
                 "ingressClassName": self.spec.cluster.ingress,
                 "rules": [{"host": host, "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]}}],

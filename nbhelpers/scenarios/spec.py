@@ -41,6 +41,11 @@ INGRESSES = ("istio", "nginx", "kourier")
 # - cpu_autoscaling (cpu_target, default 80): KServe's HPA scales the GPU server on CPU utilization.
 # - custom_metrics_api_missing (metric, average_value): the owner's HPA scales on a Pods metric, but no
 #   adapter registers custom.metrics.k8s.io (class external: KServe leaves autoscaling to that HPA).
+# - gpu_memory_overcommitted (gpu_memory_utilization): the owner raised vLLM's --gpu-memory-utilization so far that
+#   the memory vLLM does not budget for (CUDA context, CUDA graphs) no longer fits: the engine dies with
+#   PyTorch's CUDA out-of-memory error while it captures its graphs, and the container crash-loops.
+# - ingress_timeout_default: the InferenceService lost its ingress-nginx proxy timeout annotations, so the
+#   Ingress KServe generates from it keeps nginx's 60 s default in front of long, non-streamed generations.
 FAULT_TYPES = (
     "port_mismatch",
     "routing_layer_mismatch",
@@ -50,6 +55,8 @@ FAULT_TYPES = (
     "scale_to_zero",
     "cpu_autoscaling",
     "custom_metrics_api_missing",
+    "ingress_timeout_default",
+    "gpu_memory_overcommitted",
 )
 WEIGHT_FORMATS = ("safetensors", "pt")
 # Where the owner declared something: the ServingRuntime's container or the InferenceService.
@@ -62,6 +69,17 @@ RUNTIME_HOST_GIB = 5.5
 KPA_STABLE_WINDOW_SECONDS = 60
 SCALE_TO_ZERO_GRACE_SECONDS = 30
 IDLE_BEFORE_SCALE_TO_ZERO_SECONDS = KPA_STABLE_WINDOW_SECONDS + SCALE_TO_ZERO_GRACE_SECONDS
+# ingress-nginx's proxy-read-timeout when no annotation sets one; an nginx scenario's owner annotates the
+# InferenceService (KServe copies its annotations onto the Ingress) with a timeout sized for long generations.
+NGINX_DEFAULT_TIMEOUT_SECONDS = 60
+NGINX_OWNER_TIMEOUT_SECONDS = 600
+# vLLM's decode step with an empty batch, and how far the longest generations (p99 of a log-normal output
+# length with sigma 0.5) run past the mean: the traffic simulator draws output lengths that way.
+IDLE_SECONDS_PER_TOKEN = 0.011
+LONGEST_OUTPUT_FACTOR = math.exp(2.326 * 0.5)
+# GPU memory vLLM does not count in --gpu-memory-utilization's budget: the CUDA context, NCCL and the CUDA graphs
+# it captures after sizing the KV cache. The rest of the card must hold it, or graph capture runs out of memory.
+OUTSIDE_BUDGET_GIB = 1.2
 # Hugging Face's default shard size for safetensors exports (max_shard_size="5GB").
 SAFETENSORS_SHARD_GIB = 4.66
 
@@ -414,6 +432,9 @@ def _fault(fields: _Fields) -> Fault:
     elif fault_type == "custom_metrics_api_missing":
         fields.text("metric", "vllm:num_requests_waiting")
         fields.text("average_value", "10")
+    elif fault_type == "gpu_memory_overcommitted":
+        if not 0 < fields.number("gpu_memory_utilization") <= 1:
+            raise fields.fail("gpu_memory_utilization", "must be a fraction in (0, 1]")
     elif fault_type == "host_oomkilled":
         try:
             params["memory_limit_gib"] = quantity_gib(fields.text("memory_limit"))
@@ -512,6 +533,16 @@ def _check_fault(spec: ScenarioSpec, fault: Fault, top: _Fields) -> None:
         )
     if fault.type == "custom_metrics_api_missing" and isvc.max_replicas <= isvc.min_replicas:
         raise top.fail("faults", "custom_metrics_api_missing: max_replicas equals min_replicas, nothing would scale")
+    if fault.type == "ingress_timeout_default":
+        _check_ingress_timeout_default(spec, top)
+    if fault.type == "gpu_memory_overcommitted":
+        left = min(node.memory_gib for node in spec.cluster.nodes) * (1 - float(params["gpu_memory_utilization"]))
+        if left >= OUTSIDE_BUDGET_GIB:
+            raise top.fail(
+                "faults",
+                f"gpu_memory_overcommitted: {left:.2f} GiB stay outside vLLM's budget, enough for the "
+                f"{OUTSIDE_BUDGET_GIB} GiB of CUDA context and graphs: nothing would run out of memory",
+            )
     if fault.type == "host_oomkilled" and params["memory_limit_gib"] >= isvc.model.host_load_gib:
         raise top.fail(
             "faults",
@@ -539,4 +570,22 @@ def _check_scale_to_zero(spec: ScenarioSpec, top: _Fields) -> None:
         raise top.fail(
             "faults",
             "scale_to_zero: the traffic never pauses (90 s) after the model loaded and resumes: nothing would scale to zero",
+        )
+
+
+def longest_generation_seconds(traffic: Traffic) -> float:
+    """A floor for the p99 duration of a request: its long output decoded at vLLM's fastest (empty-batch) pace."""
+    return traffic.output_tokens * LONGEST_OUTPUT_FACTOR * IDLE_SECONDS_PER_TOKEN
+
+
+def _check_ingress_timeout_default(spec: ScenarioSpec, top: _Fields) -> None:
+    """nginx's default must sit in front of a RawDeployment whose long generations outlast it."""
+    if spec.cluster.ingress != "nginx" or spec.isvc.deployment_mode != "RawDeployment":
+        raise top.fail("faults", "ingress_timeout_default: needs cluster.ingress nginx in front of a RawDeployment")
+    longest = longest_generation_seconds(spec.traffic)
+    if longest <= NGINX_DEFAULT_TIMEOUT_SECONDS:
+        raise top.fail(
+            "faults",
+            f"ingress_timeout_default: the longest generations take about {longest:.0f} s, within nginx's "
+            f"{NGINX_DEFAULT_TIMEOUT_SECONDS} s default: nothing would be cut",
         )

@@ -17,6 +17,9 @@ from typing import Any
 
 from nbhelpers.scenarios.spec import (
     IDLE_BEFORE_SCALE_TO_ZERO_SECONDS,
+    NGINX_DEFAULT_TIMEOUT_SECONDS,
+    NGINX_OWNER_TIMEOUT_SECONDS,
+    OUTSIDE_BUDGET_GIB,
     RUNTIME_HOST_GIB,
     SERVER_PORT_FLAGS,
     GpuNode,
@@ -95,9 +98,10 @@ class Run:
 
     started: datetime
     ended: datetime | None
-    reason: str = ""  # why it ended: Error (killed after failing liveness) | OOMKilled
+    reason: str = ""  # why it ended: Error (killed after failing liveness, or the engine died) | OOMKilled
     exit_code: int = 0
     killed_at: datetime | None = None  # the kubelet's liveness kill, ``grace`` before ``ended``
+    cuda_oom: bool = False  # the engine died of PyTorch's CUDA out-of-memory error (its log says so)
 
     def active(self, moment: datetime) -> bool:
         return self.started <= moment and (self.ended is None or moment < self.ended)
@@ -228,6 +232,9 @@ def apply_faults(spec: ScenarioSpec) -> tuple[str, ...]:
             args = without_flag(args, flag)
             if port != default_port:
                 args = (*args, flag, str(port))
+        if fault.type == "gpu_memory_overcommitted":
+            utilization = float(fault.params["gpu_memory_utilization"])
+            args = (*without_flag(args, "--gpu-memory-utilization"), "--gpu-memory-utilization", f"{utilization:g}")
     return args
 
 
@@ -347,6 +354,21 @@ def oom_seconds(spec: ScenarioSpec, load_seconds: float, limit_gib: float | None
     return None
 
 
+GRAPH_CAPTURE_SHARE = 0.86  # CUDA graphs are captured after the KV cache is sized (logs: 0.78 -> 0.95 of the load)
+
+
+def cuda_oom_seconds(spec: ScenarioSpec, args: tuple[str, ...], load_seconds: float) -> float | None:
+    """Seconds after start at which the engine runs out of GPU memory capturing its CUDA graphs, or None.
+
+    vLLM sizes its KV cache to fill ``--gpu-memory-utilization`` of the card; what it does not budget for
+    (the CUDA context, the graphs) must fit in the rest.
+    """
+    utilization = float(flag_value(args, "--gpu-memory-utilization") or 0.9)
+    if spec.cluster.nodes[0].memory_gib * (1 - utilization) >= OUTSIDE_BUDGET_GIB:
+        return None
+    return load_seconds * GRAPH_CAPTURE_SHARE
+
+
 # ---- pods ----------------------------------------------------------------------------------------
 
 KUBELET_BACKOFF_START_SECONDS = 10
@@ -381,6 +403,7 @@ class _PlanInputs:
     memory_limit_gib: float | None
     grace_seconds: int
     probe_can_pass: bool
+    args: tuple[str, ...] = ()
 
 
 @dataclass
@@ -470,10 +493,14 @@ def _pod_plan(
     while start < captured:
         listening = start + timedelta(seconds=load)
         oom = start + timedelta(seconds=oom_after) if oom_after is not None else None
-        serving_from = min(moment for moment in (listening, oom, captured) if moment is not None)
+        gpu_after = cuda_oom_seconds(spec, plan_inputs.args, load)
+        gpu_oom = start + timedelta(seconds=gpu_after) if gpu_after is not None else None
+        serving_from = min(moment for moment in (listening, oom, gpu_oom, captured) if moment is not None)
         killed = _liveness_kill(start, serving_from, plan_inputs.liveness, life)
         if oom is not None and oom < captured and (killed is None or oom < killed):
             run = Run(start, oom, "OOMKilled", 137)
+        elif gpu_oom is not None and gpu_oom < captured and (killed is None or gpu_oom < killed):
+            run = Run(start, gpu_oom, "Error", 1, cuda_oom=True)
         elif killed is not None:
             ended = killed + timedelta(seconds=plan_inputs.grace_seconds)
             run = Run(start, ended if ended < captured else None, "Error", 137, killed)
@@ -526,6 +553,19 @@ def user_hpa_metric(spec: ScenarioSpec) -> tuple[str, str] | None:
             params = fault.params
             return str(params.get("metric", "vllm:num_requests_waiting")), str(params.get("average_value", "10"))
     return None
+
+
+def nginx_timeout_seconds(spec: ScenarioSpec) -> int | None:
+    """ingress-nginx's proxy-read-timeout in front of a RawDeployment (None: no nginx on the path).
+
+    The owner annotates the InferenceService with a timeout sized for long generations; ``ingress_timeout_default``
+    has lost that annotation, so nginx's own default applies.
+    """
+    if spec.cluster.ingress != "nginx" or spec.isvc.deployment_mode != "RawDeployment":
+        return None
+    if any(fault.type == "ingress_timeout_default" for fault in spec.faults):
+        return NGINX_DEFAULT_TIMEOUT_SECONDS
+    return NGINX_OWNER_TIMEOUT_SECONDS
 
 
 def min_scale(spec: ScenarioSpec) -> int:
@@ -603,6 +643,7 @@ def plan(spec: ScenarioSpec) -> Plan:
         memory_limit,
         TERMINATION_GRACE_SERVERLESS if serverless else TERMINATION_GRACE_RAW,
         probe_can_pass=port == checked_port,
+        args=args,
     )
     unschedulable = next((fault for fault in spec.faults if fault.type == "gpu_unschedulable"), None)
     pending = int(unschedulable.params.get("pending_pods", isvc.min_replicas)) if unschedulable else 0

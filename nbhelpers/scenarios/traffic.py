@@ -33,14 +33,24 @@ from nbhelpers.metrics.openmetrics import (
     SampleType,
     Series,
 )
-from nbhelpers.scenarios.state import BLOCK_SIZE, REVISION_TIMEOUT_SECONDS, Plan, PodPlan, rng_for
+from nbhelpers.scenarios.spec import IDLE_SECONDS_PER_TOKEN
+from nbhelpers.scenarios.state import (
+    BLOCK_SIZE,
+    REVISION_TIMEOUT_SECONDS,
+    Plan,
+    PodPlan,
+    nginx_timeout_seconds,
+    rng_for,
+)
 
 SCRAPE_SECONDS = 15
 SCRAPE_OFFSET_SECONDS = 4  # scrapes are not aligned to the query grid, as in a real Prometheus
 PREFILL_TOKENS_PER_SECOND = 12_000.0
-ITL_IDLE_SECONDS = 0.011
+ITL_IDLE_SECONDS = IDLE_SECONDS_PER_TOKEN
 ITL_PER_RUNNING_SECONDS = 0.00012
 SCHEDULER_DELAY_SECONDS = 0.003
+KV_SIZED_SHARE = 0.78  # the engine has sized and allocated its KV cache (the log's "Available KV cache memory")
+NGINX_CONTROLLER_POD = "ingress-nginx-controller-6b7d9c5f4-k2x8w"
 
 # vLLM's histogram bounds (vllm/v1/metrics/loggers.py).
 TTFT_BUCKETS = (
@@ -213,6 +223,10 @@ class _Simulator:
         self.pod_states: dict[str, list[TickState]] = {pod.name: [] for pod in plan.pods}
         self.gateway: dict[tuple[str, str], int] = {}
         self.held: list[tuple[datetime, float]] = []  # requests the activator holds: (arrived, how many)
+        self.nginx_timeout = nginx_timeout_seconds(plan.spec)
+        self.nginx: dict[str, int] = {}  # ingress-nginx's request counter by status
+        self.finished_now = 0  # requests the engines answered in the current scrape interval
+        self.cut_now = 0  # requests nginx gave up on (504) in the current scrape interval
 
     def blocks_per_request(self) -> int:
         average_tokens = self.traffic.prompt_tokens + self.traffic.output_tokens / 2
@@ -242,6 +256,7 @@ class _Simulator:
             seconds = SCRAPE_SECONDS if previous is None else (moment - previous).total_seconds()
             previous = moment
             demand = self.traffic.rate_at(moment)
+            self.finished_now = self.cut_now = 0
             ready = self.plan.ready_pods(moment) if self.plan.routed else []
             released = timed_out = 0.0
             if self.plan.serverless and self.plan.routed:
@@ -303,7 +318,7 @@ class _Simulator:
     def complete(self, engine: _PodEngine, completed: int, running: float, queue_mean: float) -> tuple[int, int]:
         """Draw the completed requests of one scrape interval and observe them in the histograms."""
         rng, traffic = self.rng, self.traffic
-        prompt_total = generated_total = 0
+        prompt_total = generated_total = cut = 0
         max_len = self.plan.kv.max_model_len
         for _ in range(completed):
             prompt = max(16, min(max_len - 1, round(rng.lognormvariate(math.log(traffic.prompt_tokens), 0.35))))
@@ -316,13 +331,25 @@ class _Simulator:
             step = self.itl(running) * rng.lognormvariate(0, 0.1)
             first = queued + prompt / PREFILL_TOKENS_PER_SECOND * (1 + running / max(1, self.ceiling)) + step
             engine.histograms["vllm:time_to_first_token_seconds"].observe(first)
+            if self.nginx_timeout is not None and first + (output - 1) * step > self.nginx_timeout:
+                # nginx answers 504 and closes the connection; vLLM's API server aborts the request, which
+                # never finishes: no success, no end-to-end or queue time, only the tokens made so far.
+                made = max(1, min(output, 1 + int((self.nginx_timeout - first) / step)))
+                if made > 1:
+                    engine.histograms["vllm:inter_token_latency_seconds"].observe(step, made - 1)
+                prompt_total += prompt
+                generated_total += made
+                cut += 1
+                continue
             engine.histograms["vllm:e2e_request_latency_seconds"].observe(first + (output - 1) * step)
             engine.histograms["vllm:request_queue_time_seconds"].observe(queued)
             if output > 1:
                 engine.histograms["vllm:inter_token_latency_seconds"].observe(step, output - 1)
             prompt_total += prompt
             generated_total += output
-        engine.success += completed
+        engine.success += completed - cut
+        self.finished_now += completed - cut
+        self.cut_now += cut
         engine.prompt += prompt_total
         engine.generation += generated_total
         return prompt_total, generated_total
@@ -390,6 +417,9 @@ class _Simulator:
         full = node.memory_gib * 1024 * self.plan.kv.gpu_memory_utilization + 530
         if run is None:
             used = 0
+        elif run.cuda_oom and (moment - run.started).total_seconds() >= KV_SIZED_SHARE * pod.load_seconds:
+            # The KV cache is allocated and graph capture fills the last of the card: the OOM is imminent.
+            used = round(total_mib - 768 - self.rng.uniform(40, 90))
         else:
             loading = min(1.0, (moment - run.started).total_seconds() / max(1.0, pod.load_seconds))
             used = round(500 + (full - 500) * loading)
@@ -429,6 +459,8 @@ class _Simulator:
                 replicas = sum(1 for pod in self.plan.pods if pod.alive(moment))
                 self.record("kube_horizontalpodautoscaler_status_current_replicas", hpa, moment, replicas)
                 self.record("kube_horizontalpodautoscaler_status_desired_replicas", hpa, moment, replicas)
+        if self.nginx_timeout is not None and moment >= self.spec.timeline.deployed_at:
+            self.step_nginx(moment, demand * seconds if not ready else 0.0)
         if self.spec.cluster.ingress != "istio" or moment < self.spec.timeline.deployed_at:
             return
         # Without a ready pod Istio finds no healthy upstream (503 UH), unless Knative's activator holds the
@@ -470,6 +502,35 @@ class _Simulator:
                 }
                 self.record("revision_app_request_count", labels, moment, self.engines[pod.name].success)
 
+    def step_nginx(self, moment: datetime, unserved: float) -> None:
+        """ingress-nginx's request counter, scraped from the controller by a ServiceMonitor (so the Ingress's
+        namespace and Service come as ``exported_*``): 200 for what vLLM answered, 504 for what its
+        proxy-read-timeout cut, 503 while the Service has no ready endpoint."""
+        isvc = self.spec.isvc
+        for status, count in (("200", self.finished_now), ("504", self.cut_now), ("503", poisson(self.rng, unserved))):
+            if count:  # the controller creates a series with the first request of its kind
+                self.nginx[status] = self.nginx.get(status, 0) + count
+        for status, total in sorted(self.nginx.items()):
+            labels = {
+                "controller_class": "k8s.io/ingress-nginx",
+                "controller_namespace": "ingress-nginx",
+                "controller_pod": NGINX_CONTROLLER_POD,
+                "exported_namespace": isvc.namespace,
+                "exported_service": f"{isvc.name}-predictor",
+                "host": f"{isvc.name}-{isvc.namespace}.example.com",
+                "ingress": isvc.name,
+                "method": "POST",
+                "path": "/",
+                "status": status,
+                "namespace": "ingress-nginx",
+                "service": "ingress-nginx-controller-metrics",
+                "pod": NGINX_CONTROLLER_POD,
+                "container": "controller",
+                "endpoint": "metrics",
+                "job": "ingress-nginx-controller-metrics",
+            }
+            self.record("nginx_ingress_controller_requests", labels, moment, total)
+
     def families(self) -> tuple[Family, ...]:
         kinds: dict[str, SampleType] = {
             "vllm:request_success": "counter",
@@ -479,6 +540,7 @@ class _Simulator:
             "kube_pod_container_status_restarts": "counter",
             "istio_requests": "counter",
             "revision_app_request_count": "unknown",  # Knative publishes this counter without _total
+            "nginx_ingress_controller_requests": "unknown",  # so does ingress-nginx
         }
         grouped: dict[str, list[Series]] = {}
         for (name, labels), samples in sorted(self.samples.items()):

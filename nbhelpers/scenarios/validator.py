@@ -3,7 +3,8 @@
 ``validate_bundle(files or path)`` returns a list of problems (empty: the
 bundle is plausible). It checks:
 
-- metrics: counters never decrease (restart counters, the raw counters),
+- metrics: ingress-nginx answers 504 only when vLLM's latency reaches the Ingress's proxy-read-timeout;
+  counters never decrease (restart counters, the raw counters),
   histogram buckets are cumulative in ``le`` order and ``+Inf`` equals
   ``_count``, running requests never exceed the engine's ceiling
   (``--max-num-seqs``, else the version/GPU default), KV usage lies in 0-1 and
@@ -64,8 +65,13 @@ _CAPTURED_OWNER_KINDS = (
 )
 # A deleted pod's kubelet events (Killing) may follow the ReplicaSet's deletion by the drain and grace period.
 _POD_STOP_SECONDS = timedelta(seconds=60)
+# ingress-nginx's proxy-read-timeout annotation and default; a cut shows as latencies within 10 % of it.
+NGINX_READ_TIMEOUT = "nginx.ingress.kubernetes.io/proxy-read-timeout"
+NGINX_DEFAULT_READ_TIMEOUT = "60"
+NEAR_TIMEOUT = 0.9
 # With nothing running vLLM holds no KV blocks (only its reserved null block).
 IDLE_KV_USAGE = 0.001
+_CUDA_OOM = "torch.OutOfMemoryError: CUDA out of memory"
 _LOG_STAMP = re.compile(r"^(\S+)\s")
 _OM_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)\s+(\S+)$")
 _OM_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -402,6 +408,8 @@ def _check_logs(bundle: _Bundle) -> list[str]:
             problems.append(f"{name}: pod {pod_name} has no container {container}")
         elif file_name.endswith(".previous.log") and not _restarted(pod, container):
             problems.append(f"{name}: a previous log, but {container} never restarted")
+        elif file_name.endswith(".previous.log") and _CUDA_OOM in data.decode("utf-8", errors="replace"):
+            problems += _check_cuda_oom_exit(name, pod, container)
         previous: datetime | None = None
         for line in data.decode("utf-8", errors="replace").splitlines():
             match = _LOG_STAMP.match(line)
@@ -416,6 +424,19 @@ def _check_logs(bundle: _Bundle) -> list[str]:
                 break
             previous = moment
     return problems
+
+
+def _check_cuda_oom_exit(name: str, pod: KubeObject, container: str) -> list[str]:
+    """PyTorch's CUDA out-of-memory error is an exception in the process: it exits with code 1 (Error). The
+    kernel's OOM killer (OOMKilled, 137) is about host memory and leaves no such line."""
+    for status in kube.status(pod).get("containerStatuses") or []:
+        last = (status.get("lastState") or {}).get("terminated") or {}
+        if status.get("name") == container and last and (last.get("reason"), last.get("exitCode")) != ("Error", 1):
+            return [
+                f"{name}: the engine died of a CUDA out-of-memory error, but the container's last termination is "
+                f"{last.get('reason')} (exit code {last.get('exitCode')}), not Error (1)"
+            ]
+    return []
 
 
 def _restarted(pod: KubeObject, container: str) -> bool:
@@ -564,11 +585,36 @@ def _check_kube_state(bundle: _Bundle, answers: dict[str, tuple[SeriesData, ...]
         if named:
             problems.append(f"metrics {query_id}: series for pod {named[0]}, which never ran a container")
     if pods and ready_now == 0:
-        for item in answers.get("istio_requests_by_code", ()):
-            code = item.labels.get("response_code", "")
-            if code.startswith("2") and item.samples and item.samples[-1][1] > 0:
-                problems.append("metrics istio_requests_by_code: 2xx responses while no predictor pod is ready")
+        for query_id, label in (("istio_requests_by_code", "response_code"), ("nginx_requests_by_status", "status")):
+            for item in answers.get(query_id, ()):
+                code = item.labels.get(label, "")
+                if code.startswith("2") and item.samples and item.samples[-1][1] > 0:
+                    problems.append(f"metrics {query_id}: 2xx responses while no predictor pod is ready")
+    problems += _check_nginx_timeouts(bundle, answers)
     return problems
+
+
+def _check_nginx_timeouts(bundle: _Bundle, answers: dict[str, tuple[SeriesData, ...]]) -> list[str]:
+    """ingress-nginx answers 504 on its own only when a request outlasts its proxy-read-timeout: such 504s need
+    vLLM's end-to-end latency to reach the Ingress's timeout (nginx's 60 s default when no annotation sets it)."""
+    cut = any(
+        item.labels.get("status") == "504" and any(value > 0 for _, value in item.samples)
+        for item in answers.get("nginx_requests_by_status", ())
+    )
+    latencies = [value for item in answers.get("vllm_e2e_p99", ()) for _, value in item.samples if math.isfinite(value)]
+    if not cut or not latencies:
+        return []
+    timeouts = [
+        float(kube.annotations(ingress).get(NGINX_READ_TIMEOUT, NGINX_DEFAULT_READ_TIMEOUT))
+        for ingress in bundle.objects(kinds.INGRESS)
+        if kube.namespace(ingress) == bundle.namespace
+    ]
+    if timeouts and max(latencies) < NEAR_TIMEOUT * min(timeouts):
+        return [
+            f"metrics nginx_requests_by_status: 504s, but vLLM's p99 latency peaks at {max(latencies):.1f} s, "
+            f"far below the Ingress's proxy-read-timeout of {min(timeouts):g} s"
+        ]
+    return []
 
 
 def _check_terminations(bundle: _Bundle, answers: dict[str, tuple[SeriesData, ...]]) -> list[str]:
