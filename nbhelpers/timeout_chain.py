@@ -55,6 +55,9 @@ HEADROOM = 0.9
 # Recommended timeouts leave this factor above the observed long-request latency, rounded up to ROUND_TO.
 SAFETY_FACTOR = 1.5
 ROUND_TO = 30
+# A layer that is cutting requests caps the latency the window can show at its own value: the longest
+# requests were never measured. Its replacement is then at least this multiple of the current value.
+CUT_FACTOR = 2.0
 
 # Tiers from the outside in; edge layers are alternatives (different entry points), never compared with
 # each other.
@@ -240,14 +243,21 @@ def cuts_latency(layer: Layer, observed: Observed) -> bool:
     return layer.seconds is not None and budget is not None and budget >= HEADROOM * layer.seconds
 
 
-def recommended_seconds(layer: Layer, layers: Sequence[Layer], observed: Observed, ceiling: float | None) -> int:
+def recommended_seconds(
+    layer: Layer, layers: Sequence[Layer], observed: Observed, ceiling: float | None, cutting: bool = False
+) -> int:
     """A timeout for ``layer`` that outlasts the observed long requests and every inner layer.
 
-    ``ceiling`` caps it (Knative's max-revision-timeout-seconds) when the layer has one.
+    ``cutting``: the layer is shown to cut requests (504s attributed to it, or the latency flattening at its
+    value), so the observed latency is censored at the layer's value and the result is at least
+    :data:`CUT_FACTOR` times it. ``ceiling`` caps it (Knative's max-revision-timeout-seconds) when the layer
+    has one.
     """
     wanted = 0.0
     if observed.budget is not None:
         wanted = observed.budget * SAFETY_FACTOR
+    if cutting and layer.seconds is not None:
+        wanted = max(wanted, layer.seconds * CUT_FACTOR)
     inner = [other.seconds for other in layers if other.tier > layer.tier and other.seconds is not None]
     wanted = max([wanted, *inner])
     rounded = int(math.ceil(wanted / ROUND_TO) * ROUND_TO) if wanted > 0 else ROUND_TO

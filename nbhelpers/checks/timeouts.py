@@ -504,7 +504,8 @@ class _Judge:
         elif attribution is not None and attribution.measured:
             severity = Severity.CRITICAL
         code = "TIMEOUT_LB_DEFAULT" if lb_default else "TIMEOUT_MISALIGNED"
-        target = chain.recommended_seconds(layer, self.layers, self.observed, self._ceiling(layer))
+        cutting = attribution is not None and (attribution.measured or self.plateau == layer)
+        target = chain.recommended_seconds(layer, self.layers, self.observed, self._ceiling(layer), cutting)
         summary = self._summary(layer, inner, slow, attribution, severity)
         what, plan = self._fix(item, target)
         objects = [kube.ref(self.evidence.isvc), *(ref for ref in [layer.obj, *(i.obj for i in inner)] if ref)]

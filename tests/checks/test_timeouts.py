@@ -459,3 +459,11 @@ def test_streaming_note_says_when_streaming_would_not_help() -> None:
     assert "streaming would not avoid the cut" in note
     quick_first_token = chain.Observed(e2e_p99=95.0, ttft_p95=1.2)
     assert "only non-streamed ones" in chain.streaming_note(quick_first_token, [alb], chain.Cut504s())
+
+
+def test_a_layer_that_cuts_requests_gets_at_least_twice_its_value() -> None:
+    """Requests cut at 60 s never finish, so a p99 of 59 s says nothing about how long they need."""
+    nginx = chain.Layer("ingress-nginx proxy-read-timeout", 1, "ingress", chain.REQUEST, 60.0, "default", True)
+    observed = chain.Observed(e2e_p99=59.0)
+    assert chain.recommended_seconds(nginx, [nginx], observed, None) == 90
+    assert chain.recommended_seconds(nginx, [nginx], observed, None, cutting=True) == 120
