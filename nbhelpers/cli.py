@@ -156,6 +156,30 @@ def scenarios_run(name: str, out: str, quiet: bool) -> None:
     _run_scenario(name, out, quiet)
 
 
+@scenarios.command("quiz")
+@click.argument("name", required=False)
+@click.option("--seed", default=0, show_default=True, type=int, help="Orders the choices (and picks NAME if unset).")
+@click.option("--answer", default=None, type=int, help="Answer with this choice number instead of asking.")
+def scenarios_quiz(name: str | None, seed: int, answer: int | None) -> None:
+    """Training: read the symptom and the evidence, pick the root cause, get the explanation."""
+    from nbhelpers import training
+
+    question = training.question_for(name or training.pick_scenario(seed), seed)
+    click.echo(training.question_text(question))
+    click.echo(training.choices_text(question))
+    if answer is None:
+        try:
+            answer = click.prompt("Your answer", type=click.IntRange(1, len(question.choices)))
+        except click.exceptions.Abort:
+            raise RunbookError("no answer read from the terminal; pass --answer N to answer without one") from None
+    try:
+        verdict = training.check_answer(question, answer)
+    except ValueError as error:
+        raise RunbookError(str(error)) from None
+    click.echo(f"\n{verdict.message}\n")
+    click.echo(training.reveal_text(question))
+
+
 def _run_scenario(name: str, out: str, quiet: bool) -> None:
     from nbhelpers.scenarios import scenario_bundle
 
