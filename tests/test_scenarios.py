@@ -50,6 +50,8 @@ SHIPPED = (
     "hpa-custom-metrics-missing",
     "nginx-timeout-long-generations",
     "gpu-oom-utilization",
+    "hpa-target-not-serving",
+    "kv-cache-max-model-len",
 )
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 10.0
@@ -160,6 +162,16 @@ def test_spec_errors_name_the_field(old: str, new: str, message: str) -> None:
         ("nginx-timeout-long-generations", "ingress: nginx", "ingress: istio", "needs cluster.ingress nginx"),
         ("gpu-oom-utilization", "gpu_memory_utilization: 0.95", "gpu_memory_utilization: 0.9", "nothing would run"),
         ("gpu-oom-utilization", "gpu_memory_utilization: 0.95", "gpu_memory_utilization: 1.5", "a fraction in"),
+        (
+            "hpa-target-not-serving",
+            "stale_deployment: doc-qa-predictor-canary",
+            "stale_deployment: doc-qa-predictor",
+            "not the serving doc-qa-predictor",
+        ),
+        ("hpa-target-not-serving", "max_replicas: 4", "max_replicas: 1", "nothing would scale"),
+        ("kv-cache-max-model-len", "max_model_len: 32768", "max_model_len: 29360", "nothing would be refused"),
+        ("kv-cache-max-model-len", "weights_gib: 14.9888", "weights_gib: 19.9", "leave no KV cache at all"),
+        ("hpa-target-not-serving", "autoscaler_class: external", "autoscaler_class: hpa", "class external"),
     ],
 )
 def test_fault_errors_say_why_nothing_would_break(name: str, old: str, new: str, message: str) -> None:
@@ -471,6 +483,49 @@ def test_validator_catches_a_cuda_oom_claimed_as_oomkilled(bundles: dict[str, di
     assert any("CUDA out-of-memory error, but the container's last termination is OOMKilled" in p for p in problems)
 
 
+def test_kv_capacity_evidence_tells_one_story(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["kv-cache-max-model-len"]
+    evidence = evidence_of(files)
+    (pod,) = evidence.of(kinds.POD)
+    args = pod["spec"]["containers"][0]["args"]
+    assert args[args.index("--max-model-len") + 1] == "32768" and args.count("--max-model-len") == 1
+    status = serving_status(pod)
+    assert (status["lastState"]["terminated"]["reason"], status["lastState"]["terminated"]["exitCode"]) == ("Error", 1)
+    assert status["restartCount"] >= 5 and not status["ready"]
+    previous = next(log for log in evidence.logs if log.previous)
+    lines = previous.text.splitlines()
+    refused = next(index for index, line in enumerate(lines) if "ValueError: To serve at least one request" in line)
+    # 32,768 tokens x 128 KiB per token = 4 GiB; 21.96 x 0.9 - 14.9888 - 1.19 = 3.59 GiB hold 1,835 blocks of 16.
+    assert "max seq len (32768), (4.00 GiB KV cache is needed" in lines[refused]
+    assert "available KV cache memory (3.59 GiB)" in lines[refused]
+    assert "estimated maximum model length is 29360." in lines[refused]
+    assert any("Available KV cache memory: 3.59 GiB" in line for line in lines[:refused])
+    assert not any("GPU KV cache size:" in line for line in lines), "the check comes before the cache is sized"
+    assert "RuntimeError: Engine core initialization failed" in lines[-1]
+    used = max(value for _, value in series_values(files, "gpu_fb_used_mib"))
+    assert 16_000 < used < 17_500, "DCGM sees the weights and the activation peak, never a KV cache"
+    assert not matrix(files, "vllm_running"), "the engine never served: no vLLM series"
+
+
+def test_validator_catches_kv_capacity_numbers_that_disagree(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["kv-cache-max-model-len"]
+    (name,) = [name for name in files if name.endswith(".previous.log")]
+    broken = planted(
+        files, name, "estimated maximum model length is 29360", "estimated maximum model length is 20000", 3
+    )
+    assert any("estimate of 20000 tokens holds 2.44 GiB" in problem for problem in validate_bundle(broken))
+    fits = planted(files, name, "(4.00 GiB KV cache is needed", "(3.00 GiB KV cache is needed", 3)
+    assert any("that request would fit" in problem for problem in validate_bundle(fits))
+
+
+def test_validator_catches_a_kv_refusal_claimed_as_oomkilled(bundles: dict[str, dict[str, bytes]]) -> None:
+    def claim_kernel_oom(pods: list[dict[str, Any]]) -> None:
+        pods[0]["status"]["containerStatuses"][0]["lastState"]["terminated"].update(reason="OOMKilled", exitCode=137)
+
+    problems = validate_bundle(edited(bundles["kv-cache-max-model-len"], "objects/Pod.yaml", claim_kernel_oom))
+    assert any("KV cache capacity check, but the container's last termination is OOMKilled" in p for p in problems)
+
+
 def test_validator_catches_nginx_504s_far_below_its_timeout(bundles: dict[str, dict[str, bytes]]) -> None:
     def raise_timeout(ingresses: list[dict[str, Any]]) -> None:
         ingresses[0]["metadata"]["annotations"] = {"nginx.ingress.kubernetes.io/proxy-read-timeout": "600"}
@@ -550,6 +605,53 @@ def test_custom_metrics_missing_evidence_tells_one_story(bundles: dict[str, dict
     assert failed["count"] > 200 and "get pods.custom.metrics.k8s.io" in failed["message"]
     assert {v for _, v in series_values(files, "hpa_desired_replicas")} == {1.0}
     assert max(v for _, v in series_values(files, "vllm_waiting")) > 1000
+
+
+def test_hpa_target_not_serving_evidence_tells_one_story(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["hpa-target-not-serving"]
+    evidence = evidence_of(files)
+    (hpa,) = evidence.of(kinds.HPA)
+    assert kube.name(hpa).startswith("doc-qa-predictor") and "ownerReferences" not in hpa["metadata"]
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "doc-qa-predictor-canary"
+    active = next(c for c in hpa["status"]["conditions"] if c["type"] == "ScalingActive")
+    assert (active["status"], active["reason"]) == ("False", "ScalingDisabled")
+    deployments = {kube.name(d): d for d in evidence.of(kinds.DEPLOYMENT) if kube.namespace(d) == "legal-ai"}
+    canary, serving = deployments["doc-qa-predictor-canary"], deployments["doc-qa-predictor"]
+    assert canary["spec"]["replicas"] == 0 and "replicas" not in canary["status"]
+    (service,) = [s for s in evidence.of(kinds.SERVICE) if kube.namespace(s) == "legal-ai"]
+    selector = service["spec"]["selector"]
+    assert kube.selector_matches(selector, serving["spec"]["template"]["metadata"]["labels"])
+    assert not kube.selector_matches(selector, canary["spec"]["template"]["metadata"]["labels"])
+    # The adapter serves the metric (the HPA is not blind): the API is registered and available.
+    api = next(a for a in evidence.of(kinds.API_SERVICE) if kube.name(a) == "v1beta1.custom.metrics.k8s.io")
+    assert api["spec"]["service"] == {"name": "prometheus-adapter", "namespace": "monitoring", "port": 443}
+    assert not [e for e in evidence.events if str(e["reason"]).startswith("FailedGet")]
+    assert {v for _, v in series_values(files, "hpa_current_replicas")} == {0.0}
+    assert {v for _, v in series_values(files, "deployment_available_replicas")} <= {0.0, 1.0}
+    assert len(evidence.of(kinds.POD)) == 1
+    assert max(v for _, v in series_values(files, "vllm_running")) == 64
+    assert max(v for _, v in series_values(files, "vllm_waiting")) > 100
+
+
+def test_validator_catches_an_hpa_counting_replicas_its_target_lacks(bundles: dict[str, dict[str, bytes]]) -> None:
+    def scale_the_canary(hpas: list[dict[str, Any]]) -> None:
+        hpas[0]["status"]["currentReplicas"] = 2
+
+    problems = validate_bundle(
+        edited(bundles["hpa-target-not-serving"], "objects/HorizontalPodAutoscaler.yaml", scale_the_canary)
+    )
+    assert any("currentReplicas 2, but its target doc-qa-predictor-canary has 0 replicas" in p for p in problems)
+
+
+def test_validator_catches_an_active_hpa_on_a_target_at_zero(bundles: dict[str, dict[str, bytes]]) -> None:
+    def activate(hpas: list[dict[str, Any]]) -> None:
+        active = next(c for c in hpas[0]["status"]["conditions"] if c["type"] == "ScalingActive")
+        active.update(status="True", reason="ValidMetricFound")
+
+    problems = validate_bundle(
+        edited(bundles["hpa-target-not-serving"], "objects/HorizontalPodAutoscaler.yaml", activate)
+    )
+    assert any("is at zero replicas, yet scaling is not ScalingDisabled" in p for p in problems)
 
 
 # ---- PromQL semantics the answers rest on ---------------------------------------------------------

@@ -13,7 +13,15 @@ from typing import Any
 
 from nbhelpers.kube import SERVING_CONTAINER
 from nbhelpers.scenarios.objects import QUEUE_IMAGE, KubeObject, custom_metric_error, unschedulable_message
-from nbhelpers.scenarios.state import Plan, PodPlan, liveness_probe, make_uid, rng_for, user_hpa_metric
+from nbhelpers.scenarios.state import (
+    Plan,
+    PodPlan,
+    custom_metrics_api_missing,
+    liveness_probe,
+    make_uid,
+    rng_for,
+    user_hpa_metric,
+)
 from nbhelpers.timeutil import format_time
 
 
@@ -381,6 +389,6 @@ def build_events(plan: Plan) -> list[KubeObject]:
     if isvc.deployment_mode == "RawDeployment" and isvc.autoscaler_class == "hpa":
         events.extend(builder.hpa_events())
     user_metric = user_hpa_metric(plan.spec)
-    if user_metric is not None:
+    if user_metric is not None and custom_metrics_api_missing(plan.spec):
         events.extend(builder.metric_fetch_events(user_metric[0]))
     return events

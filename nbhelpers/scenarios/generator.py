@@ -25,7 +25,7 @@ from nbhelpers.scenarios.events import build_events
 from nbhelpers.scenarios.logs import queue_proxy_log, vllm_log
 from nbhelpers.scenarios.objects import ObjectBuilder
 from nbhelpers.scenarios.spec import ScenarioSpec
-from nbhelpers.scenarios.state import Plan, plan
+from nbhelpers.scenarios.state import Plan, custom_metrics_api_missing, plan, stale_hpa_target
 from nbhelpers.scenarios.traffic import Simulation, simulate
 from nbhelpers.sources import kinds
 from nbhelpers.sources.base import KubeObject, LogRequest, RangeResult, describe_get, describe_list, describe_logs
@@ -119,6 +119,10 @@ def build_objects(scenario: Plan) -> list[KubeObject]:
             objects.append(builder.hpa())
         elif scenario.hpa_name:
             objects.append(builder.user_hpa())
+            if not custom_metrics_api_missing(scenario.spec):
+                objects += builder.prometheus_adapter()
+    if stale_hpa_target(scenario.spec) is not None:
+        objects += builder.stale_copy()
     objects += builder.nodes() + builder.api_services() + builder.metrics_server() + builder.config_maps()
     return objects + build_events(scenario)
 

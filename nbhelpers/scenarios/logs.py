@@ -14,8 +14,17 @@ import json
 import random
 from datetime import datetime, timedelta
 
-from nbhelpers.scenarios.spec import Model
-from nbhelpers.scenarios.state import WEIGHTS_SHARE, Plan, PodPlan, Run, flag_value, rng_for, weights_span
+from nbhelpers.scenarios.spec import Model, flag_value
+from nbhelpers.scenarios.state import (
+    CUDA_OOM_ERROR,
+    KV_CAPACITY_ERROR,
+    WEIGHTS_SHARE,
+    Plan,
+    PodPlan,
+    Run,
+    rng_for,
+    weights_span,
+)
 from nbhelpers.scenarios.traffic import TickState
 
 STATS_INTERVAL_SECONDS = 10
@@ -162,6 +171,12 @@ def vllm_log(plan: Plan, pod: PodPlan, run: Run, states: tuple[TickState, ...]) 
             f"torch.compile takes {(compiled - weights_done).total_seconds():.2f} s in total",
         ),
         _vllm(profiled, "gpu_worker.py:276", f"Available KV cache memory: {kv.available_gib:.2f} GiB"),
+    ]
+    if run.engine_error == KV_CAPACITY_ERROR and run.ended is not None:
+        # vLLM checks that one request of --max-model-len tokens fits before it sizes the cache: nothing follows.
+        lines.extend(_kv_capacity_lines(plan, run.ended))
+        return "".join(f"{kubelet_stamp(moment)} {text}\n" for moment, text in lines if moment < run.ended)
+    lines += [
         _vllm(profiled, "kv_cache_utils.py:849", f"GPU KV cache size: {kv.tokens:,} tokens"),
         _vllm(
             profiled,
@@ -191,7 +206,7 @@ def vllm_log(plan: Plan, pod: PodPlan, run: Run, states: tuple[TickState, ...]) 
         (started, f"INFO:     {text}")
         for text in ("Started server process [1]", "Waiting for application startup.", "Application startup complete.")
     )
-    if run.cuda_oom and run.ended is not None:
+    if run.engine_error == CUDA_OOM_ERROR and run.ended is not None:
         lines.extend(_cuda_oom_lines(plan, run.ended, rng))
     # A liveness kill interrupts the API server at once (its SIGTERM handler stops the start-up); the engine
     # process, blocked in loading, holds the container until the kubelet's SIGKILL after the grace period.
@@ -254,6 +269,55 @@ def _cuda_oom_lines(plan: Plan, ended: datetime, rng: random.Random) -> list[tup
         (failed, "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"),
     ]
     return error
+
+
+def _kv_capacity_lines(plan: Plan, ended: datetime) -> list[tuple[datetime, str]]:
+    """vLLM V1's refusal to start when one request of --max-model-len tokens needs more KV cache than is left
+    (vllm/v1/core/kv_cache_utils.py ``check_enough_kv_cache_memory``, spelled "models's" in the releases that
+    print the estimate), logged by the engine process, then the API server's own failure."""
+    kv = plan.kv
+    needed_gib = kv.max_model_len * kv.bytes_per_token / 2**30
+    error = (
+        f"ValueError: To serve at least one request with the models's max seq len ({kv.max_model_len}), "
+        f"({needed_gib:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+        f"({kv.available_gib:.2f} GiB). Based on the available memory, the estimated maximum model length is "
+        f"{kv.tokens}. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing "
+        "the engine."
+    )
+    frames = (
+        ("v1/engine/core.py", 709, "run_engine_core", "engine_core = EngineCoreProc(*args, **kwargs)"),
+        ("v1/engine/core.py", 91, "__init__", "self._initialize_kv_caches(vllm_config)"),
+        (
+            "v1/engine/core.py",
+            190,
+            "_initialize_kv_caches",
+            "get_kv_cache_config(vllm_config, kv_cache_spec_one_worker,",
+        ),
+        (
+            "v1/core/kv_cache_utils.py",
+            1097,
+            "get_kv_cache_config",
+            "check_enough_kv_cache_memory(vllm_config, kv_cache_spec,",
+        ),
+        ("v1/core/kv_cache_utils.py", 694, "check_enough_kv_cache_memory", "raise ValueError("),
+    )
+    at = ended - timedelta(seconds=1.0)
+    lines = [_vllm(at, "core.py:718", "EngineCore failed to start.", "ERROR")]
+    lines.append(_vllm(at, "core.py:718", "Traceback (most recent call last):", "ERROR"))
+    for path, line, function, code in frames:
+        lines.append(_vllm(at, "core.py:718", f'  File "{VLLM_PACKAGE}/{path}", line {line}, in {function}', "ERROR"))
+        lines.append(_vllm(at, "core.py:718", f"    {code}", "ERROR"))
+    lines.append(_vllm(at, "core.py:718", error, "ERROR"))
+    exit_at = ended - timedelta(seconds=0.6)
+    lines += [(exit_at, "Process EngineCore_0:"), (exit_at, "Traceback (most recent call last):"), (exit_at, error)]
+    failed = ended - timedelta(seconds=0.2)
+    lines += [
+        (failed, "Traceback (most recent call last):"),
+        (failed, f'  File "{VLLM_PACKAGE}/v1/engine/core_client.py", line 448, in __init__'),
+        (failed, "    self._init_engines_direct("),
+        (failed, "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"),
+    ]
+    return lines
 
 
 def _methods(route: str) -> str:

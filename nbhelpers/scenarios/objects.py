@@ -23,6 +23,8 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
+import yaml
+
 from nbhelpers.kube import AUTOSCALER_CLASS_ANNOTATION, DEPLOYMENT_MODE_ANNOTATION, ISVC_LABEL, SERVING_CONTAINER
 from nbhelpers.scenarios.spec import NGINX_DEFAULT_TIMEOUT_SECONDS, GpuNode, ScenarioSpec
 from nbhelpers.scenarios.state import (
@@ -36,6 +38,7 @@ from nbhelpers.scenarios.state import (
     nginx_timeout_seconds,
     restart_back_off,
     rng_for,
+    stale_hpa_target,
     user_hpa_metric,
 )
 from nbhelpers.timeutil import format_time
@@ -49,6 +52,13 @@ ISTIO_LOCAL_GATEWAY = "knative-local-gateway.istio-system.svc.cluster.local"
 KOURIER_INTERNAL = "kourier-internal.kourier-system.svc.cluster.local"
 NGINX_ANNOTATION_PREFIX = "nginx.ingress.kubernetes.io/"
 QUEUE_IMAGE = "gcr.io/knative-releases/knative.dev/serving/cmd/queue:v1.15.2"
+MONITORING = "monitoring"
+ADAPTER_LABELS = {"app.kubernetes.io/name": "prometheus-adapter", "app.kubernetes.io/instance": "prometheus-adapter"}
+ADAPTER_IMAGE = "registry.k8s.io/prometheus-adapter/prometheus-adapter:v0.12.0"
+# The canary copy of the predictor was made this long before the service's current deployment, and scaled to
+# zero when its test ended; the owner's HPA was pointed at it during the test.
+STALE_COPY_AGE = timedelta(days=9)
+STALE_COPY_SCALED_DOWN = timedelta(days=7)
 
 
 def _at(moment: datetime) -> str:
@@ -1047,19 +1057,25 @@ class ObjectBuilder:
         }
 
     def user_hpa(self) -> KubeObject:
-        """The owner's own HPA on a Pods metric, blind while no adapter serves custom.metrics.k8s.io."""
+        """The owner's own HPA on a Pods metric: blind while no adapter serves custom.metrics.k8s.io, disabled
+        while it names a stale copy of the predictor scaled to zero."""
         plan = self.plan
         found = user_hpa_metric(self.spec)
         assert found is not None
         metric, average = found
-        created = self.deployed + timedelta(seconds=5)
-        replicas = len(plan.live_pods)
+        stale = stale_hpa_target(self.spec)
+        if stale is not None:
+            created = self.deployed - STALE_COPY_AGE + timedelta(hours=2)
+            status = self._disabled_hpa_status(self.deployed - STALE_COPY_SCALED_DOWN)
+        else:
+            created = self.deployed + timedelta(seconds=5)
+            status = self._blind_hpa_status(metric, created)
         return {
             "apiVersion": "autoscaling/v2",
             "kind": "HorizontalPodAutoscaler",
             "metadata": _meta(plan.hpa_name, self.ns, make_uid(self.rng), created, generation=None),
             "spec": {
-                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": plan.deployment},
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": stale or plan.deployment},
                 "minReplicas": self.isvc.min_replicas,
                 "maxReplicas": self.isvc.max_replicas,
                 "metrics": [
@@ -1072,28 +1088,217 @@ class ObjectBuilder:
                     }
                 ],
             },
+            "status": status,
+        }
+
+    def _blind_hpa_status(self, metric: str, created: datetime) -> KubeObject:
+        replicas = len(self.plan.live_pods)
+        return {
+            "currentReplicas": replicas,
+            "desiredReplicas": replicas,
+            "currentMetrics": [{"type": ""}],
+            "conditions": [
+                _condition(
+                    "AbleToScale",
+                    True,
+                    created + timedelta(seconds=15),
+                    "SucceededGetScale",
+                    "the HPA controller was able to get the target's current scale",
+                ),
+                _condition(
+                    "ScalingActive",
+                    False,
+                    created + timedelta(seconds=15),
+                    "FailedGetPodsMetric",
+                    f"the HPA was unable to compute the replica count: {custom_metric_error(metric)}",
+                ),
+            ],
+        }
+
+    @staticmethod
+    def _disabled_hpa_status(since: datetime) -> KubeObject:
+        """The HPA controller leaves a target at zero replicas alone (kubernetes pkg/controller/podautoscaler/
+        horizontal.go): no metric is read, current and desired replicas are 0, ScalingActive=False."""
+        return {
+            "currentReplicas": 0,
+            "desiredReplicas": 0,
+            "lastScaleTime": _at(since),
+            "conditions": [
+                _condition(
+                    "AbleToScale",
+                    True,
+                    since,
+                    "SucceededGetScale",
+                    "the HPA controller was able to get the target's current scale",
+                ),
+                _condition(
+                    "ScalingActive",
+                    False,
+                    since + timedelta(seconds=15),
+                    "ScalingDisabled",
+                    "scaling is disabled since the replica count of the target is zero",
+                ),
+            ],
+        }
+
+    def stale_copy(self) -> list[KubeObject]:
+        """The predictor's canary copy, scaled to zero: a Deployment (its labels copied from the predictor, so it
+        is read with the service; its pods would carry their own ``app`` label, outside the Service's selector)
+        and its empty ReplicaSet. Made by hand: no owner."""
+        stale = stale_hpa_target(self.spec)
+        assert stale is not None
+        created = self.deployed - STALE_COPY_AGE
+        template_hash = "".join(self.rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(10))
+        labels = {**self.predictor_labels(), "app": f"isvc.{stale}"}
+        template = {"metadata": {"labels": dict(labels)}, "spec": self.pod_spec(True)}
+        uid = make_uid(self.rng)
+        conditions = [
+            _condition("Available", True, created, "MinimumReplicasAvailable", "Deployment has minimum availability."),
+            _condition(
+                "Progressing",
+                True,
+                created,
+                "NewReplicaSetAvailable",
+                f'ReplicaSet "{stale}-{template_hash}" has successfully progressed.',
+            ),
+        ]
+        deployment = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                **_meta(stale, self.ns, uid, created, labels, {"deployment.kubernetes.io/revision": "1"}),
+                "generation": 2,
+            },
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": f"isvc.{stale}"}},
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
+                "progressDeadlineSeconds": 600,
+                "revisionHistoryLimit": 10,
+                "template": template,
+            },
+            "status": {"observedGeneration": 2, "conditions": conditions},
+        }
+        rs_template = json.loads(json.dumps(template))
+        rs_template["metadata"]["labels"]["pod-template-hash"] = template_hash
+        replica_set = {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {
+                **_meta(
+                    f"{stale}-{template_hash}",
+                    self.ns,
+                    make_uid(self.rng),
+                    created,
+                    {**labels, "pod-template-hash": template_hash},
+                    {
+                        "deployment.kubernetes.io/desired-replicas": "0",
+                        "deployment.kubernetes.io/revision": "1",
+                    },
+                    [_owner("apps/v1", "Deployment", stale, uid)],
+                ),
+                "generation": 2,
+            },
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": f"isvc.{stale}", "pod-template-hash": template_hash}},
+                "template": rs_template,
+            },
+            "status": {"observedGeneration": 2, "replicas": 0},
+        }
+        return [deployment, replica_set]
+
+    def prometheus_adapter(self) -> list[KubeObject]:
+        """prometheus-adapter in ``monitoring``, serving the owner's Pods metric through custom.metrics.k8s.io:
+        its Service, its Deployment and the rules ConfigMap (the chart's layout), and the APIService."""
+        installed = self.deployed - timedelta(days=40)
+        found = user_hpa_metric(self.spec)
+        assert found is not None
+        metric = found[0]
+        rules = {
+            "rules": [
+                {
+                    "seriesQuery": f'{metric}{{namespace!="",pod!=""}}',
+                    "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
+                    "name": {"matches": "^(.*)$", "as": "${1}"},
+                    "metricsQuery": "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
+                }
+            ]
+        }
+        config_map = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _meta(
+                "prometheus-adapter", MONITORING, make_uid(self.rng), installed, ADAPTER_LABELS, generation=None
+            ),
+            "data": {"config.yaml": yaml.safe_dump(rules, sort_keys=False)},
+        }
+        service = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": _meta(
+                "prometheus-adapter", MONITORING, make_uid(self.rng), installed, ADAPTER_LABELS, generation=None
+            ),
+            "spec": {
+                "type": "ClusterIP",
+                "clusterIP": "10.96.14.77",
+                "selector": dict(ADAPTER_LABELS),
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": "https"}],
+            },
+            "status": {"loadBalancer": {}},
+        }
+        deployment = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": _meta("prometheus-adapter", MONITORING, make_uid(self.rng), installed, ADAPTER_LABELS),
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": dict(ADAPTER_LABELS)},
+                "template": {
+                    "metadata": {"labels": dict(ADAPTER_LABELS)},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "prometheus-adapter",
+                                "image": ADAPTER_IMAGE,
+                                "args": [
+                                    "--secure-port=6443",
+                                    "--cert-dir=/tmp/cert",
+                                    "--prometheus-url=http://prometheus-operated.monitoring.svc:9090",
+                                    "--metrics-relist-interval=1m",
+                                    "--config=/etc/adapter/config.yaml",
+                                ],
+                                "ports": [{"containerPort": 6443, "name": "https", "protocol": "TCP"}],
+                            }
+                        ]
+                    },
+                },
+            },
             "status": {
-                "currentReplicas": replicas,
-                "desiredReplicas": replicas,
-                "currentMetrics": [{"type": ""}],
-                "conditions": [
-                    _condition(
-                        "AbleToScale",
-                        True,
-                        created + timedelta(seconds=15),
-                        "SucceededGetScale",
-                        "the HPA controller was able to get the target's current scale",
-                    ),
-                    _condition(
-                        "ScalingActive",
-                        False,
-                        created + timedelta(seconds=15),
-                        "FailedGetPodsMetric",
-                        f"the HPA was unable to compute the replica count: {custom_metric_error(metric)}",
-                    ),
-                ],
+                "replicas": 1,
+                "readyReplicas": 1,
+                "availableReplicas": 1,
+                "updatedReplicas": 1,
+                "observedGeneration": 1,
             },
         }
+        api_service = {
+            "apiVersion": "apiregistration.k8s.io/v1",
+            "kind": "APIService",
+            "metadata": _meta(
+                "v1beta1.custom.metrics.k8s.io", None, make_uid(self.rng), installed, ADAPTER_LABELS, generation=None
+            ),
+            "spec": {
+                "group": "custom.metrics.k8s.io",
+                "version": "v1beta1",
+                "groupPriorityMinimum": 100,
+                "versionPriority": 100,
+                "insecureSkipTLSVerify": True,
+                "service": {"name": "prometheus-adapter", "namespace": MONITORING, "port": 443},
+            },
+            "status": {"conditions": [_condition("Available", True, installed, "Passed", "all checks passed")]},
+        }
+        return [api_service, service, deployment, config_map]
 
     def _cpu_utilization(self) -> int:
         """CPU use as the HPA sees it, in percent of the request: vLLM's API server and engine loop keep

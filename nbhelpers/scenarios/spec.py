@@ -44,6 +44,13 @@ INGRESSES = ("istio", "nginx", "kourier")
 # - gpu_memory_overcommitted (gpu_memory_utilization): the owner raised vLLM's --gpu-memory-utilization so far that
 #   the memory vLLM does not budget for (CUDA context, CUDA graphs) no longer fits: the engine dies with
 #   PyTorch's CUDA out-of-memory error while it captures its graphs, and the container crash-loops.
+# - hpa_target_not_serving (stale_deployment, metric, average_value): the owner's own HPA (class external, on a
+#   Pods metric served by prometheus-adapter) still names a copy of the predictor Deployment left from a canary
+#   test and scaled to zero since; the HPA controller disables scaling for a target at zero replicas, and the
+#   Deployment behind the Service keeps its single replica whatever the load.
+# - max_model_len_exceeds_kv_cache (max_model_len): the owner raised --max-model-len beyond what the KV cache left
+#   after the weights can hold for a single request; vLLM V1 checks this after profiling memory and refuses to
+#   start (a ValueError, exit code 1), so the container crash-loops.
 # - ingress_timeout_default: the InferenceService lost its ingress-nginx proxy timeout annotations, so the
 #   Ingress KServe generates from it keeps nginx's 60 s default in front of long, non-streamed generations.
 FAULT_TYPES = (
@@ -57,6 +64,8 @@ FAULT_TYPES = (
     "custom_metrics_api_missing",
     "ingress_timeout_default",
     "gpu_memory_overcommitted",
+    "hpa_target_not_serving",
+    "max_model_len_exceeds_kv_cache",
 )
 WEIGHT_FORMATS = ("safetensors", "pt")
 # Where the owner declared something: the ServingRuntime's container or the InferenceService.
@@ -80,8 +89,32 @@ LONGEST_OUTPUT_FACTOR = math.exp(2.326 * 0.5)
 # GPU memory vLLM does not count in --gpu-memory-utilization's budget: the CUDA context, NCCL and the CUDA graphs
 # it captures after sizing the KV cache. The rest of the card must hold it, or graph capture runs out of memory.
 OUTSIDE_BUDGET_GIB = 1.2
+# vLLM's KV cache block size in tokens (the default of every CUDA attention backend it uses here).
+BLOCK_SIZE = 16
 # Hugging Face's default shard size for safetensors exports (max_shard_size="5GB").
 SAFETENSORS_SHARD_GIB = 4.66
+
+
+def flag_value(args: tuple[str, ...], flag: str) -> str | None:
+    """The value of ``--flag VALUE`` or ``--flag=VALUE`` (the last one wins, as argparse does)."""
+    found = None
+    for index, arg in enumerate(args):
+        if arg == flag and index + 1 < len(args):
+            found = args[index + 1]
+        elif arg.startswith(flag + "="):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+def kv_cache_blocks(
+    model: Model, gpu_memory_gib: float, utilization: float, tensor_parallel: int
+) -> tuple[int, float, int]:
+    """vLLM's start-up arithmetic (DESIGN §6): (KV bytes per token, GiB left for the KV cache after the weights and
+    the activation peak, KV blocks that fit in it)."""
+    bytes_per_token = 2 * model.layers * max(1, model.kv_heads // tensor_parallel) * model.head_dim * model.dtype_bytes
+    available_gib = gpu_memory_gib * utilization - model.weights_gib - model.activation_gib
+    blocks = math.floor(available_gib * 2**30 / (bytes_per_token * BLOCK_SIZE))
+    return bytes_per_token, available_gib, blocks
 
 
 class ScenarioError(RunbookError):
@@ -432,6 +465,13 @@ def _fault(fields: _Fields) -> Fault:
     elif fault_type == "custom_metrics_api_missing":
         fields.text("metric", "vllm:num_requests_waiting")
         fields.text("average_value", "10")
+    elif fault_type == "max_model_len_exceeds_kv_cache":
+        if fields.integer("max_model_len") < 1:
+            raise fields.fail("max_model_len", "must be a positive number of tokens")
+    elif fault_type == "hpa_target_not_serving":
+        fields.text("stale_deployment")
+        fields.text("metric", "vllm:num_requests_running")
+        fields.text("average_value", "48")
     elif fault_type == "gpu_memory_overcommitted":
         if not 0 < fields.number("gpu_memory_utilization") <= 1:
             raise fields.fail("gpu_memory_utilization", "must be a fraction in (0, 1]")
@@ -533,6 +573,10 @@ def _check_fault(spec: ScenarioSpec, fault: Fault, top: _Fields) -> None:
         )
     if fault.type == "custom_metrics_api_missing" and isvc.max_replicas <= isvc.min_replicas:
         raise top.fail("faults", "custom_metrics_api_missing: max_replicas equals min_replicas, nothing would scale")
+    if fault.type == "hpa_target_not_serving":
+        _check_hpa_target_not_serving(spec, fault, top)
+    if fault.type == "max_model_len_exceeds_kv_cache":
+        _check_max_model_len(spec, int(params["max_model_len"]), top)
     if fault.type == "ingress_timeout_default":
         _check_ingress_timeout_default(spec, top)
     if fault.type == "gpu_memory_overcommitted":
@@ -570,6 +614,41 @@ def _check_scale_to_zero(spec: ScenarioSpec, top: _Fields) -> None:
         raise top.fail(
             "faults",
             "scale_to_zero: the traffic never pauses (90 s) after the model loaded and resumes: nothing would scale to zero",
+        )
+
+
+def _check_hpa_target_not_serving(spec: ScenarioSpec, fault: Fault, top: _Fields) -> None:
+    """The owner's HPA must be able to scale, and its stale target must not be the serving Deployment."""
+    isvc = spec.isvc
+    if isvc.deployment_mode != "RawDeployment" or isvc.autoscaler_class != "external":
+        raise top.fail("faults", "hpa_target_not_serving: the owner's own HPA needs RawDeployment and class external")
+    if isvc.max_replicas <= isvc.min_replicas:
+        raise top.fail("faults", "hpa_target_not_serving: max_replicas equals min_replicas, nothing would scale")
+    stale = str(fault.params["stale_deployment"])
+    if stale == f"{isvc.name}-predictor" or not stale.startswith(f"{isvc.name}-predictor-"):
+        raise top.fail(
+            "faults",
+            f"hpa_target_not_serving: stale_deployment must be a copy named {isvc.name}-predictor-<suffix>, "
+            f"not the serving {isvc.name}-predictor",
+        )
+    if any(other.type == "custom_metrics_api_missing" for other in spec.faults):
+        raise top.fail("faults", "hpa_target_not_serving: the owner has one HPA; drop custom_metrics_api_missing")
+
+
+def _check_max_model_len(spec: ScenarioSpec, max_model_len: int, top: _Fields) -> None:
+    """One request of the new --max-model-len must need more KV cache than the card leaves, yet some must be left."""
+    args = spec.isvc.args
+    utilization = float(flag_value(args, "--gpu-memory-utilization") or 0.9)
+    tensor_parallel = int(flag_value(args, "--tensor-parallel-size") or 1)
+    node = min(spec.cluster.nodes, key=lambda gpu: gpu.memory_gib)
+    _, _, blocks = kv_cache_blocks(spec.isvc.model, node.memory_gib, utilization, tensor_parallel)
+    if blocks <= 0:
+        raise top.fail("faults", "max_model_len_exceeds_kv_cache: the weights leave no KV cache at all")
+    if max_model_len <= blocks * BLOCK_SIZE:
+        raise top.fail(
+            "faults",
+            f"max_model_len_exceeds_kv_cache: the KV cache holds {blocks * BLOCK_SIZE:,} tokens, enough for one "
+            f"request of {max_model_len:,}: nothing would be refused",
         )
 
 

@@ -7,7 +7,6 @@ from this one plan, so the pieces agree with each other by construction.
 from __future__ import annotations
 
 import json
-import math
 import random
 import uuid
 from collections.abc import Mapping
@@ -16,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from nbhelpers.scenarios.spec import (
+    BLOCK_SIZE,
     IDLE_BEFORE_SCALE_TO_ZERO_SECONDS,
     NGINX_DEFAULT_TIMEOUT_SECONDS,
     NGINX_OWNER_TIMEOUT_SECONDS,
@@ -25,10 +25,15 @@ from nbhelpers.scenarios.spec import (
     GpuNode,
     ScenarioSpec,
     Traffic,
+    flag_value,
+    kv_cache_blocks,
     quantity_gib,
 )
 
-BLOCK_SIZE = 16
+# Why an engine died at start-up (``Run.engine_error``): PyTorch's CUDA out-of-memory error while it captured its
+# graphs, or vLLM's own check that one request of --max-model-len tokens fits the KV cache.
+CUDA_OOM_ERROR = "cuda_oom"
+KV_CAPACITY_ERROR = "kv_capacity"
 # Kubernetes' alphabet for generated name suffixes and pod-template hashes (no vowels, no look-alikes).
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -44,17 +49,6 @@ def make_uid(rng: random.Random) -> str:
 
 def name_suffix(rng: random.Random, length: int) -> str:
     return "".join(rng.choice(NAME_ALPHABET) for _ in range(length))
-
-
-def flag_value(args: tuple[str, ...], flag: str) -> str | None:
-    """The value of ``--flag VALUE`` or ``--flag=VALUE`` (the last one wins, as argparse does)."""
-    found = None
-    for index, arg in enumerate(args):
-        if arg == flag and index + 1 < len(args):
-            found = args[index + 1]
-        elif arg.startswith(flag + "="):
-            found = arg.split("=", 1)[1]
-    return found
 
 
 def without_flag(args: tuple[str, ...], flag: str) -> tuple[str, ...]:
@@ -101,7 +95,7 @@ class Run:
     reason: str = ""  # why it ended: Error (killed after failing liveness, or the engine died) | OOMKilled
     exit_code: int = 0
     killed_at: datetime | None = None  # the kubelet's liveness kill, ``grace`` before ``ended``
-    cuda_oom: bool = False  # the engine died of PyTorch's CUDA out-of-memory error (its log says so)
+    engine_error: str = ""  # the engine refused to start, and its log says why: CUDA_OOM_ERROR | KV_CAPACITY_ERROR
 
     def active(self, moment: datetime) -> bool:
         return self.started <= moment and (self.ended is None or moment < self.ended)
@@ -232,6 +226,9 @@ def apply_faults(spec: ScenarioSpec) -> tuple[str, ...]:
             args = without_flag(args, flag)
             if port != default_port:
                 args = (*args, flag, str(port))
+        if fault.type == "max_model_len_exceeds_kv_cache":
+            length = str(int(fault.params["max_model_len"]))
+            args = (*without_flag(without_flag(args, "--max-model-len"), "--max_model_len"), "--max-model-len", length)
         if fault.type == "gpu_memory_overcommitted":
             utilization = float(fault.params["gpu_memory_utilization"])
             args = (*without_flag(args, "--gpu-memory-utilization"), "--gpu-memory-utilization", f"{utilization:g}")
@@ -307,9 +304,7 @@ def kv_cache(spec: ScenarioSpec, args: tuple[str, ...]) -> KvCache:
     node = spec.cluster.nodes[0]
     tensor_parallel = int(flag_value(args, "--tensor-parallel-size") or 1)
     utilization = float(flag_value(args, "--gpu-memory-utilization") or 0.9)
-    bytes_per_token = 2 * model.layers * max(1, model.kv_heads // tensor_parallel) * model.head_dim * model.dtype_bytes
-    available_gib = node.memory_gib * utilization - model.weights_gib - model.activation_gib
-    blocks = math.floor(available_gib * 2**30 / (bytes_per_token * BLOCK_SIZE))
+    bytes_per_token, available_gib, blocks = kv_cache_blocks(model, node.memory_gib, utilization, tensor_parallel)
     default_seqs = 1024 if node.memory_gib >= 70 and "A100" not in node.product else 256
     max_model_len = int(flag_value(args, "--max-model-len") or flag_value(args, "--max_model_len") or 32768)
     return KvCache(
@@ -369,6 +364,18 @@ def cuda_oom_seconds(spec: ScenarioSpec, args: tuple[str, ...], load_seconds: fl
     return load_seconds * GRAPH_CAPTURE_SHARE
 
 
+KV_CHECK_SHARE = 0.78  # vLLM profiles memory, logs the KV cache it can have, then checks one request fits
+KV_REFUSAL_DELAY_SECONDS = 1.2  # from that check to the container's exit (traceback, API server shutdown)
+
+
+def kv_refusal_seconds(kv: KvCache, load_seconds: float) -> float | None:
+    """Seconds after start at which vLLM refuses to start because one request of --max-model-len tokens needs
+    more KV cache than the memory left, or None when it fits (vllm/v1/core/kv_cache_utils.py)."""
+    if kv.max_model_len <= kv.tokens:
+        return None
+    return load_seconds * KV_CHECK_SHARE + KV_REFUSAL_DELAY_SECONDS
+
+
 # ---- pods ----------------------------------------------------------------------------------------
 
 KUBELET_BACKOFF_START_SECONDS = 10
@@ -403,7 +410,8 @@ class _PlanInputs:
     memory_limit_gib: float | None
     grace_seconds: int
     probe_can_pass: bool
-    args: tuple[str, ...] = ()
+    args: tuple[str, ...]
+    kv: KvCache
 
 
 @dataclass
@@ -495,12 +503,16 @@ def _pod_plan(
         oom = start + timedelta(seconds=oom_after) if oom_after is not None else None
         gpu_after = cuda_oom_seconds(spec, plan_inputs.args, load)
         gpu_oom = start + timedelta(seconds=gpu_after) if gpu_after is not None else None
-        serving_from = min(moment for moment in (listening, oom, gpu_oom, captured) if moment is not None)
+        kv_after = kv_refusal_seconds(plan_inputs.kv, load)
+        kv_refused = start + timedelta(seconds=kv_after) if kv_after is not None else None
+        serving_from = min(moment for moment in (listening, oom, gpu_oom, kv_refused, captured) if moment is not None)
         killed = _liveness_kill(start, serving_from, plan_inputs.liveness, life)
         if oom is not None and oom < captured and (killed is None or oom < killed):
             run = Run(start, oom, "OOMKilled", 137)
         elif gpu_oom is not None and gpu_oom < captured and (killed is None or gpu_oom < killed):
-            run = Run(start, gpu_oom, "Error", 1, cuda_oom=True)
+            run = Run(start, gpu_oom, "Error", 1, engine_error=CUDA_OOM_ERROR)
+        elif kv_refused is not None and kv_refused < captured and (killed is None or kv_refused < killed):
+            run = Run(start, kv_refused, "Error", 1, engine_error=KV_CAPACITY_ERROR)
         elif killed is not None:
             ended = killed + timedelta(seconds=plan_inputs.grace_seconds)
             run = Run(start, ended if ended < captured else None, "Error", 137, killed)
@@ -552,6 +564,22 @@ def user_hpa_metric(spec: ScenarioSpec) -> tuple[str, str] | None:
         if fault.type == "custom_metrics_api_missing":
             params = fault.params
             return str(params.get("metric", "vllm:num_requests_waiting")), str(params.get("average_value", "10"))
+        if fault.type == "hpa_target_not_serving":
+            params = fault.params
+            return str(params.get("metric", "vllm:num_requests_running")), str(params.get("average_value", "48"))
+    return None
+
+
+def custom_metrics_api_missing(spec: ScenarioSpec) -> bool:
+    """No adapter registers custom.metrics.k8s.io (else prometheus-adapter serves the owner's Pods metric)."""
+    return any(fault.type == "custom_metrics_api_missing" for fault in spec.faults)
+
+
+def stale_hpa_target(spec: ScenarioSpec) -> str | None:
+    """The Deployment the owner's HPA still names, a copy of the predictor scaled to zero (None: no such fault)."""
+    for fault in spec.faults:
+        if fault.type == "hpa_target_not_serving":
+            return str(fault.params["stale_deployment"])
     return None
 
 
@@ -644,6 +672,7 @@ def plan(spec: ScenarioSpec) -> Plan:
         TERMINATION_GRACE_SERVERLESS if serverless else TERMINATION_GRACE_RAW,
         probe_can_pass=port == checked_port,
         args=args,
+        kv=kv_cache(spec, args),
     )
     unschedulable = next((fault for fault in spec.faults if fault.type == "gpu_unschedulable"), None)
     pending = int(unschedulable.params.get("pending_pods", isvc.min_replicas)) if unschedulable else 0
@@ -666,7 +695,7 @@ def plan(spec: ScenarioSpec) -> Plan:
         args=args,
         listen_port=port,
         probe_port=checked_port,
-        kv=kv_cache(spec, args),
+        kv=inputs.kv,
         ksvc=ksvc,
         revision=revision,
         deployment=deployment,

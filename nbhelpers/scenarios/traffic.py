@@ -33,14 +33,16 @@ from nbhelpers.metrics.openmetrics import (
     SampleType,
     Series,
 )
-from nbhelpers.scenarios.spec import IDLE_SECONDS_PER_TOKEN
+from nbhelpers.scenarios.spec import BLOCK_SIZE, IDLE_SECONDS_PER_TOKEN
 from nbhelpers.scenarios.state import (
-    BLOCK_SIZE,
+    CUDA_OOM_ERROR,
+    KV_CAPACITY_ERROR,
     REVISION_TIMEOUT_SECONDS,
     Plan,
     PodPlan,
     nginx_timeout_seconds,
     rng_for,
+    stale_hpa_target,
 )
 
 SCRAPE_SECONDS = 15
@@ -417,9 +419,17 @@ class _Simulator:
         full = node.memory_gib * 1024 * self.plan.kv.gpu_memory_utilization + 530
         if run is None:
             used = 0
-        elif run.cuda_oom and (moment - run.started).total_seconds() >= KV_SIZED_SHARE * pod.load_seconds:
+        elif run.engine_error == CUDA_OOM_ERROR and (moment - run.started).total_seconds() >= (
+            KV_SIZED_SHARE * pod.load_seconds
+        ):
             # The KV cache is allocated and graph capture fills the last of the card: the OOM is imminent.
             used = round(total_mib - 768 - self.rng.uniform(40, 90))
+        elif run.engine_error == KV_CAPACITY_ERROR:
+            # The engine refuses before it allocates any KV cache: the weights, the CUDA context and (while it
+            # profiles) the activation peak are all it ever holds.
+            model = self.spec.isvc.model
+            loading = min(1.0, (moment - run.started).total_seconds() / (KV_SIZED_SHARE * pod.load_seconds))
+            used = round(500 + ((model.weights_gib + model.activation_gib) * 1024 + 30) * loading)
         else:
             loading = min(1.0, (moment - run.started).total_seconds() / max(1.0, pod.load_seconds))
             used = round(500 + (full - 500) * loading)
@@ -450,13 +460,18 @@ class _Simulator:
         if moment >= self.spec.timeline.deployed_at:
             deployment = {"namespace": isvc.namespace, "deployment": self.plan.deployment, "job": "kube-state-metrics"}
             self.record("kube_deployment_status_replicas_available", deployment, moment, len(ready))
+            stale = stale_hpa_target(self.spec)
+            if stale is not None:
+                # The canary copy scaled to zero: kube-state-metrics still exports its Deployment, at 0.
+                self.record("kube_deployment_status_replicas_available", {**deployment, "deployment": stale}, moment, 0)
             if self.plan.hpa_name:
                 hpa = {
                     "namespace": isvc.namespace,
                     "horizontalpodautoscaler": self.plan.hpa_name,
                     "job": "kube-state-metrics",
                 }
-                replicas = sum(1 for pod in self.plan.pods if pod.alive(moment))
+                # The HPA reports its target's replicas: none for a target scaled to zero (scaling disabled).
+                replicas = 0 if stale is not None else sum(1 for pod in self.plan.pods if pod.alive(moment))
                 self.record("kube_horizontalpodautoscaler_status_current_replicas", hpa, moment, replicas)
                 self.record("kube_horizontalpodautoscaler_status_desired_replicas", hpa, moment, replicas)
         if self.nginx_timeout is not None and moment >= self.spec.timeline.deployed_at:

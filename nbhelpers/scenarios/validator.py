@@ -15,7 +15,8 @@ bundle is plausible). It checks:
 - objects: owner references resolve (for the kinds a capture reads), Service
   selectors match pods, Endpoints/EndpointSlice addresses name existing pods
   with their IPs and readiness (a pod with no IP has no address), HPA scale
-  targets exist, Knative revisions are named ``<ksvc>-0000N`` with a
+  targets exist and the HPA's current replicas are its target's (a target at
+  zero replicas disables the HPA: ScalingActive=False, ScalingDisabled), Knative revisions are named ``<ksvc>-0000N`` with a
   ``<rev>-deployment``, predictor pods are named after their ReplicaSet,
   events name objects that exist and fall in the window (a pod its ReplicaSet deleted is gone, but its
   events remain, none later than its stop; a deleted pod must not still be in the bundle);
@@ -72,6 +73,12 @@ NEAR_TIMEOUT = 0.9
 # With nothing running vLLM holds no KV blocks (only its reserved null block).
 IDLE_KV_USAGE = 0.001
 _CUDA_OOM = "torch.OutOfMemoryError: CUDA out of memory"
+# vLLM V1's refusal to start: one request of the max seq len needs more KV cache than is available.
+_KV_REFUSAL = re.compile(
+    r"max seq len \((\d+)\), \(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache "
+    r"memory \(([\d.]+) GiB\)\. Based on the available memory, the estimated maximum model length is (\d+)\."
+)
+_KV_BLOCK_TOKENS = 16
 _LOG_STAMP = re.compile(r"^(\S+)\s")
 _OM_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)\s+(\S+)$")
 _OM_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -176,12 +183,29 @@ def _check_services(bundle: _Bundle) -> list[str]:
     for hpa in bundle.objects(kinds.HPA):
         target = kube.spec(hpa).get("scaleTargetRef") or {}
         target_kind = kinds.kind_for(str(target.get("apiVersion", "apps/v1")), str(target.get("kind", "")))
-        names = {kube.name(obj) for obj in bundle.objects(target_kind)} if target_kind else set()
-        if target.get("name") not in names:
-            problems.append(
-                f"HorizontalPodAutoscaler/{kube.namespace(hpa)}/{kube.name(hpa)}: scaleTargetRef {target} does not exist"
-            )
+        found = {kube.name(obj): obj for obj in bundle.objects(target_kind)} if target_kind else {}
+        where = f"HorizontalPodAutoscaler/{kube.namespace(hpa)}/{kube.name(hpa)}"
+        if target.get("name") not in found:
+            problems.append(f"{where}: scaleTargetRef {target} does not exist")
+        else:
+            problems += _check_hpa_replicas(where, hpa, found[str(target.get("name"))])
     return problems
+
+
+def _check_hpa_replicas(where: str, hpa: KubeObject, target: KubeObject) -> list[str]:
+    """The HPA reads its current replicas from the target's scale (status.replicas, omitted when 0), and switches
+    itself off for a target at zero replicas: ScalingActive=False, ScalingDisabled."""
+    current = int(kube.status(hpa).get("currentReplicas") or 0)
+    actual = int(kube.status(target).get("replicas") or 0)
+    if current != actual:
+        return [f"{where}: currentReplicas {current}, but its target {kube.name(target)} has {actual} replicas"]
+    active = kube.condition(hpa, "ScalingActive") or {}
+    if kube.spec(target).get("replicas") == 0 and (active.get("status"), active.get("reason")) != (
+        "False",
+        "ScalingDisabled",
+    ):
+        return [f"{where}: its target {kube.name(target)} is at zero replicas, yet scaling is not ScalingDisabled"]
+    return []
 
 
 def _pod_addresses(endpoints: KubeObject) -> Iterator[tuple[dict[str, Any], bool]]:
@@ -409,7 +433,12 @@ def _check_logs(bundle: _Bundle) -> list[str]:
         elif file_name.endswith(".previous.log") and not _restarted(pod, container):
             problems.append(f"{name}: a previous log, but {container} never restarted")
         elif file_name.endswith(".previous.log") and _CUDA_OOM in data.decode("utf-8", errors="replace"):
-            problems += _check_cuda_oom_exit(name, pod, container)
+            problems += _check_engine_error_exit(name, pod, container, "a CUDA out-of-memory error")
+        elif file_name.endswith(".previous.log") and _KV_REFUSAL.search(data.decode("utf-8", errors="replace")):
+            problems += _check_engine_error_exit(name, pod, container, "vLLM's KV cache capacity check")
+        refusal = _KV_REFUSAL.search(data.decode("utf-8", errors="replace"))
+        if refusal is not None:
+            problems += _check_kv_refusal(name, refusal)
         previous: datetime | None = None
         for line in data.decode("utf-8", errors="replace").splitlines():
             match = _LOG_STAMP.match(line)
@@ -426,16 +455,41 @@ def _check_logs(bundle: _Bundle) -> list[str]:
     return problems
 
 
-def _check_cuda_oom_exit(name: str, pod: KubeObject, container: str) -> list[str]:
-    """PyTorch's CUDA out-of-memory error is an exception in the process: it exits with code 1 (Error). The
-    kernel's OOM killer (OOMKilled, 137) is about host memory and leaves no such line."""
+def _check_engine_error_exit(name: str, pod: KubeObject, container: str, cause: str) -> list[str]:
+    """An engine that refuses to start (PyTorch's CUDA out-of-memory error, vLLM's KV cache check) raises an
+    exception in the process: it exits with code 1 (Error). The kernel's OOM killer (OOMKilled, 137) is about host
+    memory and leaves no such line."""
     for status in kube.status(pod).get("containerStatuses") or []:
         last = (status.get("lastState") or {}).get("terminated") or {}
         if status.get("name") == container and last and (last.get("reason"), last.get("exitCode")) != ("Error", 1):
             return [
-                f"{name}: the engine died of a CUDA out-of-memory error, but the container's last termination is "
+                f"{name}: the engine died of {cause}, but the container's last termination is "
                 f"{last.get('reason')} (exit code {last.get('exitCode')}), not Error (1)"
             ]
+    return []
+
+
+def _check_kv_refusal(name: str, refusal: re.Match[str]) -> list[str]:
+    """vLLM's numbers hold together: the request does not fit, the estimate is shorter than it, and the estimate
+    is the whole blocks the available memory holds at the bytes per token the needed memory implies."""
+    max_len, needed, available, estimate = (
+        int(refusal.group(1)),
+        float(refusal.group(2)),
+        float(refusal.group(3)),
+        int(refusal.group(4)),
+    )
+    if needed <= available or estimate >= max_len:
+        return [
+            f"{name}: the KV capacity error says {needed} GiB needed, {available} GiB available, estimate "
+            f"{estimate} for {max_len} tokens: that request would fit"
+        ]
+    gib_per_token = needed / max_len
+    slack = 0.01 + gib_per_token * _KV_BLOCK_TOKENS + 0.005 * estimate / max_len
+    if abs(estimate * gib_per_token - available) > slack:
+        return [
+            f"{name}: the KV capacity error's estimate of {estimate} tokens holds {estimate * gib_per_token:.2f} GiB "
+            f"at {needed} GiB per {max_len} tokens, not the {available} GiB it says are available"
+        ]
     return []
 
 
