@@ -351,3 +351,11 @@ def test_gpu_table_holds_driver_sizes_in_mib() -> None:
     assert gpu_named("a100-40gb").engine_total_bytes / GIB == pytest.approx(39.38, abs=0.15)
     with pytest.raises(RunbookError, match="known: H100-80GB"):
         gpu_named("B300")
+
+
+def test_recommended_utilization_leaves_headroom_on_small_cards() -> None:
+    from nbhelpers.models.vllm_memory import GIB, safe_max_utilization
+
+    assert safe_max_utilization(80 * GIB) == 0.95
+    assert safe_max_utilization(int(21.96 * GIB)) == 0.93  # L4: 0.95 would leave 1.1 GiB
+    assert safe_max_utilization(int(14.5 * GIB)) == 0.89  # T4

@@ -57,6 +57,7 @@ from nbhelpers.models.vllm_memory import (
     ServingPlan,
     default_max_num_batched_tokens,
     estimate,
+    safe_max_utilization,
 )
 
 STEP = STEP_BY_ID["queue_vs_oom"]
@@ -429,6 +430,10 @@ class _Context:
         change = {LEN_FLAG: str(_round_down(usable))} if usable >= 16 else {}
         return self._capacity_finding(summary, [], change, report.max_model_len)
 
+    def utilization_cap(self) -> float:
+        """The highest --gpu-memory-utilization worth suggesting on this card (less than 0.95 on small ones)."""
+        return safe_max_utilization(self.gpu.gpu.total_bytes) if self.gpu is not None else SAFE_MAX_UTILIZATION
+
     def _capacity_finding(self, summary: str, lines: list[str], change: dict[str, str], rejected: int) -> Finding:
         plan = self.args_patch(change) if change else None
         if change:
@@ -436,7 +441,7 @@ class _Context:
                 f"Set {LEN_FLAG} {change[LEN_FLAG]} (the longest context that fits, rounded down): requests longer "
                 "than that are refused with a 400 instead of the whole service failing. To keep "
                 f"{rejected:,} tokens instead, give the KV cache more memory: a GPU with more memory, more GPUs "
-                f"({TP_FLAG}), --kv-cache-dtype fp8, or {UTIL_FLAG} up to {SAFE_MAX_UTILIZATION}."
+                f"({TP_FLAG}), --kv-cache-dtype fp8, or {UTIL_FLAG} up to {self.utilization_cap()}."
             )
         else:
             what = self._more_memory_text(self.estimate())
@@ -923,7 +928,7 @@ class _Context:
         evidence += self._traffic_lines() + self._memory_lines() + self.failed_requests()[1] + [regime_line]
         alternatives = (
             f"Alternatives: {LEN_FLAG} lower (bounds each request's share), --kv-cache-dtype fp8 (halves the bytes per "
-            f"token), more memory for the cache ({UTIL_FLAG} up to {SAFE_MAX_UTILIZATION}, more GPUs per replica), and "
+            f"token), more memory for the cache ({UTIL_FLAG} up to {self.utilization_cap()}, more GPUs per replica), and "
             "replicas to keep throughput."
         )
         if current is not None and current <= target:

@@ -383,7 +383,7 @@ class _Context:
         state = "exists" if target.found is not None else "is not among the Deployments read for this service"
         lines = [unit.describe(), f"{target.describe()} {state}", *self.serving.lines]
         if target.found is not None:
-            replicas = kube.status(target.found).get("replicas")
+            replicas = kube.status(target.found).get("replicas") or 0  # the API server omits 0
             lines.append(
                 f"{target.describe()}: spec.replicas {kube.spec(target.found).get('replicas')}, status.replicas {replicas}"
             )

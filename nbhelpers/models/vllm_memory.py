@@ -41,6 +41,9 @@ DEFAULT_BLOCK_SIZE = 16
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 NON_TORCH_GIB = 0.3
 SAFE_MAX_UTILIZATION = 0.95
+# Memory vLLM's budget must leave free for the CUDA context and CUDA graphs: on a small card 5 % is not
+# enough (a 22 GiB L4 at 0.95 leaves 1.1 GiB and fails in graph capture).
+MIN_HEADROOM_GIB = 1.5
 LOGITS_BYTES = 4  # the sampler works on fp32 logits
 _V1_FIRST = (0, 8, 0)
 _LARGE_GPU_BYTES = 70 * GIB
@@ -182,6 +185,13 @@ def kv_bytes_per_token(plan: ServingPlan) -> int:
         return layers * architecture.mla_latent_dim * element
     heads = kv_heads_per_gpu(architecture, plan.tensor_parallel_size)
     return 2 * layers * heads * architecture.head_dim * element
+
+
+def safe_max_utilization(total_bytes: int) -> float:
+    """The highest --gpu-memory-utilization to recommend on a card: 0.95, less on small cards so that
+    :data:`MIN_HEADROOM_GIB` stays outside vLLM's budget."""
+    headroom_share = MIN_HEADROOM_GIB * GIB / total_bytes if total_bytes > 0 else 1.0
+    return min(SAFE_MAX_UTILIZATION, math.floor((1 - headroom_share) * 100) / 100)
 
 
 def default_max_num_seqs(version: tuple[int, int, int] | None, gpu: Gpu) -> Setting:
@@ -354,7 +364,7 @@ def _recommend(
         return flags, reasons
     shortfall_bytes = (needed_tokens - kv_tokens) * bytes_per_token
     utilization = plan.gpu_memory_utilization + shortfall_bytes / plan.gpu.total_bytes
-    if utilization <= SAFE_MAX_UTILIZATION:
+    if utilization <= safe_max_utilization(plan.gpu.total_bytes):
         flags["--gpu-memory-utilization"] = math.ceil(utilization * 100) / 100
         reasons.append(f"--gpu-memory-utilization {flags['--gpu-memory-utilization']} adds the missing KV memory")
         return flags, reasons
