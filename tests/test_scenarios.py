@@ -52,6 +52,7 @@ SHIPPED = (
     "gpu-oom-utilization",
     "hpa-target-not-serving",
     "kv-cache-max-model-len",
+    "kv-cache-long-contexts",
 )
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 10.0
@@ -172,6 +173,10 @@ def test_spec_errors_name_the_field(old: str, new: str, message: str) -> None:
         ("kv-cache-max-model-len", "max_model_len: 32768", "max_model_len: 29360", "nothing would be refused"),
         ("kv-cache-max-model-len", "weights_gib: 14.9888", "weights_gib: 19.9", "leave no KV cache at all"),
         ("hpa-target-not-serving", "autoscaler_class: external", "autoscaler_class: hpa", "class external"),
+        ("kv-cache-long-contexts", "prompt_tokens: 12000", "prompt_tokens: 3000", "the flag, not the cache"),
+        ("kv-cache-long-contexts", "prompt_tokens: 12000", "prompt_tokens: 16000", "set --max-model-len"),
+        ("kv-cache-long-contexts", "since: 2026-03-18T12:15:00Z", "since: 2026-03-18T12:03:30Z", "model loaded"),
+        ("kv-cache-long-contexts", '--max-num-seqs, "48", ', "", "set --max-num-seqs"),
     ],
 )
 def test_fault_errors_say_why_nothing_would_break(name: str, old: str, new: str, message: str) -> None:
@@ -652,6 +657,42 @@ def test_validator_catches_an_active_hpa_on_a_target_at_zero(bundles: dict[str, 
         edited(bundles["hpa-target-not-serving"], "objects/HorizontalPodAutoscaler.yaml", activate)
     )
     assert any("is at zero replicas, yet scaling is not ScalingDisabled" in p for p in problems)
+
+
+def test_long_contexts_fill_the_cache_below_the_ceiling(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["kv-cache-long-contexts"]
+    evidence = evidence_of(files)
+    (pod,) = evidence.of(kinds.POD)
+    assert kube.pod_ready(pod) and kube.restart_count(pod) == 0
+    (log,) = evidence.logs
+    assert "GPU KV cache size: 195,696 tokens" in log.text
+    assert "Maximum concurrency for 16,384 tokens per request: 11.94x" in log.text
+    assert "out of memory" not in log.text.lower()
+    running = dict(series_values(files, "vllm_running"))
+    waiting = dict(series_values(files, "vllm_waiting"))
+    usage = dict(series_values(files, "vllm_kv_cache_usage"))
+    queued = [t for t, v in waiting.items() if v >= 1]
+    # While requests wait, the cache (16 requests of 12k tokens), not --max-num-seqs 48, caps the batch.
+    assert len(queued) >= 8 and all(15 <= running[t] <= 16 and usage[t] >= 0.97 for t in queued)
+    assert 5 < max(waiting.values()) < 30, "a moderate queue, not a runaway one"
+    assert max(v for _, v in series_values(files, "vllm_preemptions_rate")) > 0
+    codes = {series["metric"]["response_code"] for series in matrix(files, "istio_requests_by_code")}  # type: ignore[index]
+    assert codes == {"200"}
+    since = load_spec("kv-cache-long-contexts").faults[0].params["since"].timestamp()
+    before = [v for t, v in usage.items() if t < since]
+    assert 0 < max(before) < 0.1, "the short chat prompts used a sliver of the cache"
+
+
+def test_validator_catches_a_queue_the_scheduler_would_have_admitted(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["kv-cache-long-contexts"]
+    answer = json.loads(files["metrics/vllm_kv_cache_usage.json"])
+    waiting = json.loads(files["metrics/vllm_waiting.json"])["data"]["result"][0]["values"]
+    queued = {t for t, v in waiting if float(v) >= 1}
+    for sample in answer["data"]["result"][0]["values"]:
+        if sample[0] in queued:
+            sample[1] = "0.6"
+    problems = validate_bundle({**files, "metrics/vllm_kv_cache_usage.json": json.dumps(answer).encode()})
+    assert any("waiting below the ceiling 48 with the KV cache 60% used" in p for p in problems), problems
 
 
 # ---- PromQL semantics the answers rest on ---------------------------------------------------------

@@ -344,7 +344,7 @@ def _stats_lines(
         if state is not None and (state.running or state.waiting or state.prompt_tokens):
             drift = rng.uniform(0.85, 1.15)
             running = min(ceiling, max(0, state.running + rng.choice((-1, 0, 0, 1)))) if state.running else 0
-            kv_usage = state.kv_usage * running / state.running if state.running else 0.0
+            kv_usage = min(1.0, state.kv_usage * running / state.running) if state.running else 0.0
             lines.append(
                 _vllm(
                     moment,

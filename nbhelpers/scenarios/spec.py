@@ -53,6 +53,10 @@ INGRESSES = ("istio", "nginx", "kourier")
 #   start (a ValueError, exit code 1), so the container crash-loops.
 # - ingress_timeout_default: the InferenceService lost its ingress-nginx proxy timeout annotations, so the
 #   Ingress KServe generates from it keeps nginx's 60 s default in front of long, non-streamed generations.
+# - long_contexts (prompt_tokens, since): from ``since`` on, clients send prompts of ``prompt_tokens`` (a RAG
+#   feature stuffing retrieved documents into every prompt) instead of the traffic's usual size; at that size the
+#   KV cache holds fewer requests than --max-num-seqs admits, so the cache, not the flag, caps the batch: usage sits
+#   near 100 %, vLLM preempts running requests, and the rest wait below the ceiling.
 FAULT_TYPES = (
     "port_mismatch",
     "routing_layer_mismatch",
@@ -66,6 +70,7 @@ FAULT_TYPES = (
     "gpu_memory_overcommitted",
     "hpa_target_not_serving",
     "max_model_len_exceeds_kv_cache",
+    "long_contexts",
 )
 WEIGHT_FORMATS = ("safetensors", "pt")
 # Where the owner declared something: the ServingRuntime's container or the InferenceService.
@@ -468,6 +473,10 @@ def _fault(fields: _Fields) -> Fault:
     elif fault_type == "max_model_len_exceeds_kv_cache":
         if fields.integer("max_model_len") < 1:
             raise fields.fail("max_model_len", "must be a positive number of tokens")
+    elif fault_type == "long_contexts":
+        if fields.integer("prompt_tokens") < 1:
+            raise fields.fail("prompt_tokens", "must be a positive number of tokens")
+        params["since"] = fields.time("since")
     elif fault_type == "hpa_target_not_serving":
         fields.text("stale_deployment")
         fields.text("metric", "vllm:num_requests_running")
@@ -579,6 +588,8 @@ def _check_fault(spec: ScenarioSpec, fault: Fault, top: _Fields) -> None:
         _check_max_model_len(spec, int(params["max_model_len"]), top)
     if fault.type == "ingress_timeout_default":
         _check_ingress_timeout_default(spec, top)
+    if fault.type == "long_contexts":
+        _check_long_contexts(spec, int(params["prompt_tokens"]), params["since"], top)
     if fault.type == "gpu_memory_overcommitted":
         left = min(node.memory_gib for node in spec.cluster.nodes) * (1 - float(params["gpu_memory_utilization"]))
         if left >= OUTSIDE_BUDGET_GIB:
@@ -667,4 +678,40 @@ def _check_ingress_timeout_default(spec: ScenarioSpec, top: _Fields) -> None:
             "faults",
             f"ingress_timeout_default: the longest generations take about {longest:.0f} s, within nginx's "
             f"{NGINX_DEFAULT_TIMEOUT_SECONDS} s default: nothing would be cut",
+        )
+
+
+def blocks_per_request(prompt_tokens: int, output_tokens: int) -> int:
+    """KV blocks an average request in flight holds: its prompt and, on average, half its output."""
+    return max(1, math.ceil((prompt_tokens + output_tokens / 2) / BLOCK_SIZE))
+
+
+def _check_long_contexts(spec: ScenarioSpec, prompt_tokens: int, since: datetime, top: _Fields) -> None:
+    """The long prompts must arrive while the engine serves, be accepted, and overflow the cache before the flag."""
+    isvc, traffic = spec.isvc, spec.traffic
+    if isvc.server != "vllm":
+        raise top.fail("faults", "long_contexts: models vLLM's KV cache; needs server vllm")
+    if prompt_tokens <= traffic.prompt_tokens:
+        raise top.fail("faults", "long_contexts: prompt_tokens must be longer than the traffic's usual prompts")
+    if not spec.timeline.deployed_at + timedelta(seconds=isvc.model.load_seconds) < since < spec.timeline.captured_at:
+        raise top.fail("faults", "long_contexts: since must fall after the model loaded and before the capture")
+    max_model_len = int(flag_value(isvc.args, "--max-model-len") or 0)
+    if not max_model_len or prompt_tokens + traffic.output_tokens * LONGEST_OUTPUT_FACTOR > max_model_len:
+        raise top.fail(
+            "faults",
+            "long_contexts: set --max-model-len to hold the long prompts and their outputs (vLLM would refuse them "
+            "with a 400 instead of caching them)",
+        )
+    seqs = flag_value(isvc.args, "--max-num-seqs")
+    if seqs is None:
+        raise top.fail("faults", "long_contexts: set --max-num-seqs (the ceiling the cache is to fall short of)")
+    utilization = float(flag_value(isvc.args, "--gpu-memory-utilization") or 0.9)
+    tensor_parallel = int(flag_value(isvc.args, "--tensor-parallel-size") or 1)
+    _, _, blocks = kv_cache_blocks(isvc.model, spec.cluster.nodes[0].memory_gib, utilization, tensor_parallel)
+    held = blocks // blocks_per_request(prompt_tokens, traffic.output_tokens)
+    if held >= int(seqs):
+        raise top.fail(
+            "faults",
+            f"long_contexts: the KV cache holds {held} requests of {prompt_tokens:,} tokens, no fewer than "
+            f"--max-num-seqs {seqs}: the flag, not the cache, would cap the batch",
         )

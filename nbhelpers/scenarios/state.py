@@ -570,6 +570,21 @@ def user_hpa_metric(spec: ScenarioSpec) -> tuple[str, str] | None:
     return None
 
 
+def long_contexts(spec: ScenarioSpec) -> tuple[int, datetime] | None:
+    """(prompt tokens, since when) of the long prompts the clients switched to, when the spec has them."""
+    for fault in spec.faults:
+        if fault.type == "long_contexts":
+            since: datetime = fault.params["since"]
+            return int(fault.params["prompt_tokens"]), since
+    return None
+
+
+def prompt_tokens_at(spec: ScenarioSpec, moment: datetime) -> int:
+    """The mean prompt length clients send at ``moment``."""
+    shift = long_contexts(spec)
+    return shift[0] if shift is not None and moment >= shift[1] else spec.traffic.prompt_tokens
+
+
 def custom_metrics_api_missing(spec: ScenarioSpec) -> bool:
     """No adapter registers custom.metrics.k8s.io (else prometheus-adapter serves the owner's Pods metric)."""
     return any(fault.type == "custom_metrics_api_missing" for fault in spec.faults)

@@ -33,14 +33,16 @@ from nbhelpers.metrics.openmetrics import (
     SampleType,
     Series,
 )
-from nbhelpers.scenarios.spec import BLOCK_SIZE, IDLE_SECONDS_PER_TOKEN
+from nbhelpers.scenarios.spec import BLOCK_SIZE, IDLE_SECONDS_PER_TOKEN, blocks_per_request
 from nbhelpers.scenarios.state import (
     CUDA_OOM_ERROR,
     KV_CAPACITY_ERROR,
     REVISION_TIMEOUT_SECONDS,
     Plan,
     PodPlan,
+    long_contexts,
     nginx_timeout_seconds,
+    prompt_tokens_at,
     rng_for,
     stale_hpa_target,
 )
@@ -52,6 +54,8 @@ ITL_IDLE_SECONDS = IDLE_SECONDS_PER_TOKEN
 ITL_PER_RUNNING_SECONDS = 0.00012
 SCHEDULER_DELAY_SECONDS = 0.003
 KV_SIZED_SHARE = 0.78  # the engine has sized and allocated its KV cache (the log's "Available KV cache memory")
+# Memory bandwidth of common data-centre GPUs, GB/s (the vendors' data sheets).
+GPU_BANDWIDTH_GBPS = {"L40S": 864.0, "L4": 300.0, "A10G": 600.0, "A100": 2039.0, "H100": 3350.0}
 NGINX_CONTROLLER_POD = "ingress-nginx-controller-6b7d9c5f4-k2x8w"
 
 # vLLM's histogram bounds (vllm/v1/metrics/loggers.py).
@@ -214,7 +218,9 @@ class _Simulator:
         self.spec = plan.spec
         self.traffic = plan.spec.traffic
         self.rng = rng_for(plan.spec, "traffic")
-        self.ceiling = min(plan.kv.max_num_seqs, plan.kv.num_blocks // self.blocks_per_request())
+        self.prompt_tokens = self.traffic.prompt_tokens
+        self.prompt_shift = long_contexts(plan.spec)
+        self.ceiling = self.ceiling_now()
         self.scraped = plan.listen_port == plan.spec.isvc.container_port
         self.engines = {
             pod.name: _PodEngine(pod, {name: _Histogram(bounds) for name, bounds in HISTOGRAMS.items()})
@@ -231,14 +237,35 @@ class _Simulator:
         self.cut_now = 0  # requests nginx gave up on (504) in the current scrape interval
 
     def blocks_per_request(self) -> int:
-        average_tokens = self.traffic.prompt_tokens + self.traffic.output_tokens / 2
-        return max(1, math.ceil(average_tokens / BLOCK_SIZE))
+        return blocks_per_request(self.prompt_tokens, self.traffic.output_tokens)
+
+    def ceiling_now(self) -> int:
+        """Requests one engine runs at once: --max-num-seqs, or fewer when the KV cache cannot hold that many."""
+        return min(self.plan.kv.max_num_seqs, self.plan.kv.num_blocks // self.blocks_per_request())
+
+    @property
+    def cache_bound(self) -> bool:
+        """The KV cache, not --max-num-seqs, caps the batch at the current request sizes, for long enough that the
+        scheduler works at the cache's edge (admitting, preempting). Only modelled for ``long_contexts``: other
+        scenarios reach the cache's limit briefly, and keep the simpler proportional usage model (and their bytes)."""
+        return self.prompt_shift is not None and self.ceiling < self.plan.kv.max_num_seqs
 
     def itl(self, running: float) -> float:
-        return ITL_IDLE_SECONDS + ITL_PER_RUNNING_SECONDS * running
+        return ITL_IDLE_SECONDS + ITL_PER_RUNNING_SECONDS * running + self.kv_read_seconds(running)
+
+    def kv_read_seconds(self, running: float) -> float:
+        """Decode reads every running request's KV cache each step: with long contexts that read, not the weights,
+        sets the pace (e.g. 16 requests of 12k tokens of Llama 3.1 8B are 24 GiB per step, 28 ms on an L40S).
+        Modelled for ``long_contexts`` only; the short prompts of other scenarios keep the plain batch model."""
+        if self.prompt_shift is None:
+            return 0.0
+        node = self.spec.cluster.nodes[0]
+        bandwidth = next((rate for name, rate in GPU_BANDWIDTH_GBPS.items() if name in node.product), 1000.0)
+        tokens = self.prompt_tokens + self.traffic.output_tokens / 2
+        return running * tokens * self.plan.kv.bytes_per_token / (bandwidth * 1e9)
 
     def service_seconds(self, running: float) -> float:
-        prefill = self.traffic.prompt_tokens / PREFILL_TOKENS_PER_SECOND
+        prefill = self.prompt_tokens / PREFILL_TOKENS_PER_SECOND
         return prefill + self.traffic.output_tokens * self.itl(running)
 
     def in_flight(self, rate: float) -> float:
@@ -257,6 +284,8 @@ class _Simulator:
         for moment in scrape_times(self.plan):
             seconds = SCRAPE_SECONDS if previous is None else (moment - previous).total_seconds()
             previous = moment
+            self.prompt_tokens = prompt_tokens_at(self.spec, moment)
+            self.ceiling = self.ceiling_now()
             demand = self.traffic.rate_at(moment)
             self.finished_now = self.cut_now = 0
             ready = self.plan.ready_pods(moment) if self.plan.routed else []
@@ -302,14 +331,19 @@ class _Simulator:
         queue_mean = engine.backlog / throughput if throughput else 0.0
         completed = poisson(self.rng, throughput * seconds)
         prompt, generated = self.complete(engine, completed, running, queue_mean)
-        observed = (
-            self.ceiling
-            if saturated
-            else min(self.ceiling, max(0, round(self.rng.gauss(running, math.sqrt(running) / 2))))
-        )
+        if saturated and self.cache_bound:
+            # The scheduler admits a waiting request only when the cache has its blocks: the batch is as large as
+            # the cache allows, a request fewer while a preempted one waits to be recomputed, and the cache full.
+            observed = self.ceiling - self.rng.choice((0, 0, 1))
+        elif saturated:
+            observed = self.ceiling
+        else:
+            observed = min(self.ceiling, max(0, round(self.rng.gauss(running, math.sqrt(running) / 2))))
         waiting = round(engine.backlog) if engine.backlog >= 0.5 else 0
         kv = 0.0
-        if observed:
+        if saturated and self.cache_bound:
+            kv = round(self.rng.uniform(0.97, 1.0), 6)
+        elif observed:
             kv = observed * self.blocks_per_request() / self.plan.kv.num_blocks * self.rng.uniform(0.93, 1.07)
             kv = min(1.0, round(kv, 6))
         if kv >= 0.98:
@@ -323,7 +357,7 @@ class _Simulator:
         prompt_total = generated_total = cut = 0
         max_len = self.plan.kv.max_model_len
         for _ in range(completed):
-            prompt = max(16, min(max_len - 1, round(rng.lognormvariate(math.log(traffic.prompt_tokens), 0.35))))
+            prompt = max(16, min(max_len - 1, round(rng.lognormvariate(math.log(self.prompt_tokens), 0.35))))
             output = max(1, min(max_len - prompt, round(rng.lognormvariate(math.log(traffic.output_tokens), 0.5))))
             queued = (
                 rng.expovariate(1 / queue_mean)

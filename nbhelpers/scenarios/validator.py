@@ -9,7 +9,8 @@ bundle is plausible). It checks:
   ``_count``, running requests never exceed the engine's ceiling
   (``--max-num-seqs``, else the version/GPU default), KV usage lies in 0-1 and
   fits the running requests (none running, nothing used; never more than they
-  can hold), rates are not negative, p95 is not above p99, samples lie in the
+  can hold), requests wait below ``--max-num-seqs`` only while the KV cache is
+  nearly full (else the scheduler would admit them), rates are not negative, p95 is not above p99, samples lie in the
   window, kube-state-metrics agree with the pods at capture time, and the
   gateway serves no 2xx while no predictor pod is ready;
 - objects: owner references resolve (for the kinds a capture reads), Service
@@ -72,6 +73,10 @@ NGINX_DEFAULT_READ_TIMEOUT = "60"
 NEAR_TIMEOUT = 0.9
 # With nothing running vLLM holds no KV blocks (only its reserved null block).
 IDLE_KV_USAGE = 0.001
+# Below this KV usage the scheduler still has blocks for a waiting request; a queue that stays this many scrapes
+# below --max-num-seqs with the cache that empty is one vLLM would have admitted.
+ADMITTING_KV_USAGE = 0.9
+HELD_BACK_SCRAPES = 3
 _CUDA_OOM = "torch.OutOfMemoryError: CUDA out of memory"
 # vLLM V1's refusal to start: one request of the max seq len needs more KV cache than is available.
 _KV_REFUSAL = re.compile(
@@ -590,6 +595,29 @@ def _check_engine(answers: dict[str, tuple[SeriesData, ...]], ceilings: dict[str
             if requests > 0 and blocks.get(pod) and usage * blocks[pod] < requests * 0.5:
                 problems.append(
                     f"metrics {pod} at {at:.0f}: {requests:g} running requests in {usage:.2%} of the KV cache"
+                )
+                break
+    return problems + _check_admission(answers, ceilings)
+
+
+def _check_admission(answers: dict[str, tuple[SeriesData, ...]], ceilings: dict[str, int]) -> list[str]:
+    """vLLM's scheduler admits a waiting request whenever the batch is below --max-num-seqs and the cache has its
+    blocks: requests that keep waiting below the ceiling (several scrapes in a row) need a nearly full KV cache."""
+    problems = []
+    running = _by_pod(answers.get("vllm_running", ()))
+    kv_usage = _by_pod(answers.get("vllm_kv_cache_usage", ()))
+    for pod, waiting in sorted(_by_pod(answers.get("vllm_waiting", ())).items()):
+        ceiling, in_flight, usage = ceilings.get(pod), running.get(pod, {}), kv_usage.get(pod, {})
+        if ceiling is None or not usage:
+            continue
+        streak = 0
+        for at, queued in sorted(waiting.items()):
+            held_back = queued >= 1 and in_flight.get(at, ceiling) < ceiling and usage.get(at, 1.0) < ADMITTING_KV_USAGE
+            streak = streak + 1 if held_back else 0
+            if streak == HELD_BACK_SCRAPES:
+                problems.append(
+                    f"metrics {pod} at {at:.0f}: {queued:g} requests waiting below the ceiling {ceiling} with the KV "
+                    f"cache {usage[at]:.0%} used: vLLM would have admitted them"
                 )
                 break
     return problems
