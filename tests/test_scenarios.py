@@ -53,6 +53,7 @@ SHIPPED = (
     "hpa-target-not-serving",
     "kv-cache-max-model-len",
     "kv-cache-long-contexts",
+    "hpa-at-max-spike",
 )
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 10.0
@@ -177,6 +178,9 @@ def test_spec_errors_name_the_field(old: str, new: str, message: str) -> None:
         ("kv-cache-long-contexts", "prompt_tokens: 12000", "prompt_tokens: 16000", "set --max-model-len"),
         ("kv-cache-long-contexts", "since: 2026-03-18T12:15:00Z", "since: 2026-03-18T12:03:30Z", "model loaded"),
         ("kv-cache-long-contexts", '--max-num-seqs, "48", ', "", "set --max-num-seqs"),
+        ("hpa-at-max-spike", "max_replicas: 3", "max_replicas: 4", "nothing would queue at the maximum"),
+        ("hpa-at-max-spike", "average_value: 48", "average_value: 64", "set --max-num-seqs above average_value"),
+        ("hpa-at-max-spike", "autoscaler_class: external", "autoscaler_class: hpa", "class external"),
     ],
 )
 def test_fault_errors_say_why_nothing_would_break(name: str, old: str, new: str, message: str) -> None:
@@ -215,7 +219,9 @@ def test_bundle_is_the_capture_layout_and_reads_back(name: str, bundles: dict[st
     versions = {"kubernetes": spec.cluster.kubernetes, **({"vllm": spec.isvc.vllm_version} if ran else {})}
     assert evidence.versions == versions
     assert evidence.deployment_mode == spec.isvc.deployment_mode
-    assert len(evidence.of(kinds.POD)) == spec.isvc.min_replicas
+    # Only a working HPA driven past its maximum (hpa_at_max) leaves more pods than the minimum: all of them.
+    scaled_out = any(fault.type == "hpa_at_max" for fault in spec.faults)
+    assert len(evidence.of(kinds.POD)) == (spec.isvc.max_replicas if scaled_out else spec.isvc.min_replicas)
     assert bool(evidence.logs) == ran, "the capture reads the logs of every pod that ran a container"
 
 
@@ -943,3 +949,51 @@ def test_answers_match_real_prometheus(
         for key, value in real.items():
             both_nan = math.isnan(value) and math.isnan(ours[key])
             assert both_nan or ours[key] == pytest.approx(value, rel=1e-9, abs=1e-9), (query_id, key)
+
+
+def test_hpa_at_max_evidence_tells_one_story(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["hpa-at-max-spike"]
+    evidence = evidence_of(files)
+    (hpa,) = evidence.of(kinds.HPA)
+    assert kube.name(hpa) == "support-bot-predictor-queue" and "ownerReferences" not in hpa["metadata"]
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "support-bot-predictor"
+    assert (hpa["status"]["currentReplicas"], hpa["status"]["desiredReplicas"], hpa["spec"]["maxReplicas"]) == (3, 3, 3)
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in hpa["status"]["conditions"]}
+    assert conditions["ScalingActive"] == ("True", "ValidMetricFound")
+    assert conditions["ScalingLimited"] == ("True", "TooManyReplicas")
+    # The HPA stepped out one cold start at a time; every new pod was scheduled, pulled its image and loaded.
+    rescales = sorted(
+        (e for e in evidence.events if e["reason"] == "SuccessfulRescale"), key=lambda e: str(e["firstTimestamp"])
+    )
+    assert [str(e["message"]).split(";")[0] for e in rescales] == ["New size: 2", "New size: 3"]
+    pods = evidence.of(kinds.POD)
+    assert len(pods) == 3 and all(kube.pod_ready(pod) for pod in pods)
+    for pod in pods:
+        reasons = {e["reason"] for e in evidence.events if e["involvedObject"]["name"] == kube.name(pod)}
+        assert {"Scheduled", "Pulling", "Pulled", "Created", "Started"} <= reasons, kube.name(pod)
+    assert {v for _, v in series_values(files, "hpa_current_replicas")} == {1.0, 2.0, 3.0}
+    assert not [e for e in evidence.events if str(e["reason"]).startswith("FailedGet")]
+    # At the maximum every pod is pinned at --max-num-seqs and the queue keeps growing.
+    running = {series["metric"]["pod"]: series["values"] for series in matrix(files, "vllm_running")}  # type: ignore[index]
+    assert len(running) == 3 and all(float(values[-1][1]) == 64 for values in running.values())  # type: ignore[index]
+    waiting = [v for _, v in series_values(files, "vllm_waiting")]
+    assert max(waiting) > 500
+
+
+def test_validator_catches_an_hpa_limited_below_its_maximum(bundles: dict[str, dict[str, bytes]]) -> None:
+    def lower(hpas: list[dict[str, Any]]) -> None:
+        hpas[0]["spec"]["maxReplicas"] = 5
+
+    problems = validate_bundle(edited(bundles["hpa-at-max-spike"], "objects/HorizontalPodAutoscaler.yaml", lower))
+    assert any("ScalingLimited TooManyReplicas, but currentReplicas 3 != maxReplicas 5" in p for p in problems)
+
+
+def test_validator_catches_hpa_status_that_disagrees_with_kube_state(bundles: dict[str, dict[str, bytes]]) -> None:
+    def desire_more(hpas: list[dict[str, Any]]) -> None:
+        hpas[0]["status"]["desiredReplicas"] = 4
+
+    problems = validate_bundle(edited(bundles["hpa-at-max-spike"], "objects/HorizontalPodAutoscaler.yaml", desire_more))
+    assert any(
+        "metrics hpa_desired_replicas end at 3, but the HPAs' highest status.desiredReplicas is 4" in p
+        for p in problems
+    )

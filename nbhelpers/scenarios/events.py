@@ -379,6 +379,21 @@ class EventBuilder:
             ),
         ]
 
+    def rescale_events(self, metric: str) -> list[KubeObject]:
+        """The HPA controller's SuccessfulRescale event for each scale-out decision."""
+        plan = self.plan
+        involved = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "name": plan.hpa_name}
+        return [
+            self.event(
+                involved,
+                "SuccessfulRescale",
+                f"New size: {size}; reason: pods metric {metric} above target",
+                moment,
+                component="horizontal-pod-autoscaler",
+            )
+            for moment, size in plan.scale_ups
+        ]
+
 
 def build_events(plan: Plan) -> list[KubeObject]:
     builder = EventBuilder(plan)
@@ -391,4 +406,6 @@ def build_events(plan: Plan) -> list[KubeObject]:
     user_metric = user_hpa_metric(plan.spec)
     if user_metric is not None and custom_metrics_api_missing(plan.spec):
         events.extend(builder.metric_fetch_events(user_metric[0]))
+    if user_metric is not None and plan.scale_ups:
+        events.extend(builder.rescale_events(user_metric[0]))
     return events

@@ -38,6 +38,7 @@ from nbhelpers.scenarios.state import (
     nginx_timeout_seconds,
     restart_back_off,
     rng_for,
+    scales_out,
     stale_hpa_target,
     user_hpa_metric,
 )
@@ -1067,6 +1068,9 @@ class ObjectBuilder:
         if stale is not None:
             created = self.deployed - STALE_COPY_AGE + timedelta(hours=2)
             status = self._disabled_hpa_status(self.deployed - STALE_COPY_SCALED_DOWN)
+        elif scales_out(self.spec):
+            created = self.deployed + timedelta(seconds=5)
+            status = self._limited_hpa_status(metric, float(average), created)
         else:
             created = self.deployed + timedelta(seconds=5)
             status = self._blind_hpa_status(metric, created)
@@ -1089,6 +1093,58 @@ class ObjectBuilder:
                 ],
             },
             "status": status,
+        }
+
+    def _limited_hpa_status(self, metric: str, target: float, created: datetime) -> KubeObject:
+        """An HPA that scaled out to its maximum and wants more: current = desired = maxReplicas, the metric above
+        its target, ScalingLimited=True with TooManyReplicas since the decision that reached the maximum."""
+        plan = self.plan
+        replicas = len(plan.live_pods)
+        last_scale = plan.scale_ups[-1][0] if plan.scale_ups else created
+        reached = next((moment for moment, size in plan.scale_ups if size >= self.isvc.max_replicas), None)
+        states = [pod for pod in plan.live_pods if pod.listening is not None]
+        average = round(_running_at_capture(self.plan) / max(1, len(states))) if states else 0
+        limited = (
+            _condition(
+                "ScalingLimited",
+                True,
+                reached,
+                "TooManyReplicas",
+                "the desired replica count is more than the maximum replica count",
+            )
+            if reached is not None
+            else _condition(
+                "ScalingLimited",
+                False,
+                created,
+                "DesiredWithinRange",
+                "the desired count is within the acceptable range",
+            )
+        )
+        return {
+            "currentReplicas": replicas,
+            "desiredReplicas": replicas,
+            "lastScaleTime": _at(last_scale),
+            "currentMetrics": [
+                {"type": "Pods", "pods": {"metric": {"name": metric}, "current": {"averageValue": str(average)}}}
+            ],
+            "conditions": [
+                _condition(
+                    "AbleToScale",
+                    True,
+                    created + timedelta(seconds=15),
+                    "ReadyForNewScale",
+                    "recommended size matches current size",
+                ),
+                _condition(
+                    "ScalingActive",
+                    True,
+                    created + timedelta(seconds=15),
+                    "ValidMetricFound",
+                    f"the HPA was able to successfully calculate a replica count from pods metric {metric}",
+                ),
+                limited,
+            ],
         }
 
     def _blind_hpa_status(self, metric: str, created: datetime) -> KubeObject:
@@ -1662,6 +1718,11 @@ class ObjectBuilder:
                 )
             )
         return objects
+
+
+def _running_at_capture(plan: Plan) -> float:
+    """Requests running on all serving pods at capture (every pod pinned at its ceiling while the queue grows)."""
+    return float(plan.kv.max_num_seqs * sum(1 for pod in plan.live_pods if pod.ready(plan.spec.timeline.captured_at)))
 
 
 def custom_metric_error(metric: str) -> str:

@@ -57,6 +57,9 @@ INGRESSES = ("istio", "nginx", "kourier")
 #   feature stuffing retrieved documents into every prompt) instead of the traffic's usual size; at that size the
 #   KV cache holds fewer requests than --max-num-seqs admits, so the cache, not the flag, caps the batch: usage sits
 #   near 100 %, vLLM preempts running requests, and the rest wait below the ceiling.
+# - hpa_at_max (metric, average_value): the owner's own HPA (class external, on a Pods metric of running requests
+#   served by a healthy prometheus-adapter) works as designed and scales the predictor out during a spike, one cold
+#   start at a time, until maxReplicas; the spike needs more pods than that, so the queue grows on every pod.
 FAULT_TYPES = (
     "port_mismatch",
     "routing_layer_mismatch",
@@ -71,6 +74,7 @@ FAULT_TYPES = (
     "hpa_target_not_serving",
     "max_model_len_exceeds_kv_cache",
     "long_contexts",
+    "hpa_at_max",
 )
 WEIGHT_FORMATS = ("safetensors", "pt")
 # Where the owner declared something: the ServingRuntime's container or the InferenceService.
@@ -87,6 +91,9 @@ IDLE_BEFORE_SCALE_TO_ZERO_SECONDS = KPA_STABLE_WINDOW_SECONDS + SCALE_TO_ZERO_GR
 # InferenceService (KServe copies its annotations onto the Ingress) with a timeout sized for long generations.
 NGINX_DEFAULT_TIMEOUT_SECONDS = 60
 NGINX_OWNER_TIMEOUT_SECONDS = 600
+# vLLM's prefill speed and how much each running request slows a decode step (the traffic simulator's batch model).
+PREFILL_TOKENS_PER_SECOND = 12_000.0
+ITL_PER_RUNNING_SECONDS = 0.00012
 # vLLM's decode step with an empty batch, and how far the longest generations (p99 of a log-normal output
 # length with sigma 0.5) run past the mean: the traffic simulator draws output lengths that way.
 IDLE_SECONDS_PER_TOKEN = 0.011
@@ -477,6 +484,10 @@ def _fault(fields: _Fields) -> Fault:
         if fields.integer("prompt_tokens") < 1:
             raise fields.fail("prompt_tokens", "must be a positive number of tokens")
         params["since"] = fields.time("since")
+    elif fault_type == "hpa_at_max":
+        fields.text("metric", "vllm:num_requests_running")
+        if fields.number("average_value") <= 0:
+            raise fields.fail("average_value", "must be a positive number of requests per pod")
     elif fault_type == "hpa_target_not_serving":
         fields.text("stale_deployment")
         fields.text("metric", "vllm:num_requests_running")
@@ -584,6 +595,8 @@ def _check_fault(spec: ScenarioSpec, fault: Fault, top: _Fields) -> None:
         raise top.fail("faults", "custom_metrics_api_missing: max_replicas equals min_replicas, nothing would scale")
     if fault.type == "hpa_target_not_serving":
         _check_hpa_target_not_serving(spec, fault, top)
+    if fault.type == "hpa_at_max":
+        _check_hpa_at_max(spec, float(params["average_value"]), top)
     if fault.type == "max_model_len_exceeds_kv_cache":
         _check_max_model_len(spec, int(params["max_model_len"]), top)
     if fault.type == "ingress_timeout_default":
@@ -644,6 +657,40 @@ def _check_hpa_target_not_serving(spec: ScenarioSpec, fault: Fault, top: _Fields
         )
     if any(other.type == "custom_metrics_api_missing" for other in spec.faults):
         raise top.fail("faults", "hpa_target_not_serving: the owner has one HPA; drop custom_metrics_api_missing")
+
+
+def pod_throughput(spec: ScenarioSpec, running: int) -> float:
+    """Requests per second one vLLM pod completes with ``running`` requests in its batch (Little's law on the
+    traffic simulator's batch model)."""
+    traffic = spec.traffic
+    seconds = traffic.prompt_tokens / PREFILL_TOKENS_PER_SECOND + traffic.output_tokens * (
+        IDLE_SECONDS_PER_TOKEN + ITL_PER_RUNNING_SECONDS * running
+    )
+    return running / seconds
+
+
+def _check_hpa_at_max(spec: ScenarioSpec, average_value: float, top: _Fields) -> None:
+    """A working HPA whose target sits below the pod's ceiling, and a spike that still outgrows maxReplicas."""
+    isvc = spec.isvc
+    if isvc.deployment_mode != "RawDeployment" or isvc.autoscaler_class != "external":
+        raise top.fail("faults", "hpa_at_max: the owner's own HPA needs RawDeployment and class external")
+    if isvc.max_replicas <= isvc.min_replicas:
+        raise top.fail("faults", "hpa_at_max: max_replicas equals min_replicas, nothing would scale")
+    if any(other.type in ("custom_metrics_api_missing", "hpa_target_not_serving") for other in spec.faults):
+        raise top.fail("faults", "hpa_at_max: the owner has one working HPA; drop the other HPA faults")
+    seqs = flag_value(isvc.args, "--max-num-seqs")
+    if seqs is None or average_value >= int(seqs):
+        raise top.fail(
+            "faults", "hpa_at_max: set --max-num-seqs above average_value (a target at the ceiling is another fault)"
+        )
+    peak = max(rate for _, rate in spec.traffic.points)
+    served = isvc.max_replicas * pod_throughput(spec, int(seqs))
+    if peak <= served:
+        raise top.fail(
+            "faults",
+            f"hpa_at_max: {isvc.max_replicas} replicas serve about {served:.1f} requests/s, more than the peak "
+            f"of {peak:g}: nothing would queue at the maximum",
+        )
 
 
 def _check_max_model_len(spec: ScenarioSpec, max_model_len: int, top: _Fields) -> None:

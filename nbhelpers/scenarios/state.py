@@ -7,6 +7,7 @@ from this one plan, so the pieces agree with each other by construction.
 from __future__ import annotations
 
 import json
+import math
 import random
 import uuid
 from collections.abc import Mapping
@@ -17,9 +18,12 @@ from typing import Any
 from nbhelpers.scenarios.spec import (
     BLOCK_SIZE,
     IDLE_BEFORE_SCALE_TO_ZERO_SECONDS,
+    IDLE_SECONDS_PER_TOKEN,
+    ITL_PER_RUNNING_SECONDS,
     NGINX_DEFAULT_TIMEOUT_SECONDS,
     NGINX_OWNER_TIMEOUT_SECONDS,
     OUTSIDE_BUDGET_GIB,
+    PREFILL_TOKENS_PER_SECOND,
     RUNTIME_HOST_GIB,
     SERVER_PORT_FLAGS,
     GpuNode,
@@ -181,6 +185,7 @@ class Plan:
     routed: bool  # client traffic reaches the predictor (False when the routing layer is broken)
     expects_virtual_service: bool  # KServe's ingress config wants an Istio VirtualService for the ISVC
     memory_limit_gib: float | None  # the serving container's effective memory limit
+    scale_ups: tuple[tuple[datetime, int], ...] = ()  # the HPA's scale-out decisions: (when, new replica count)
 
     @property
     def serverless(self) -> bool:
@@ -567,7 +572,15 @@ def user_hpa_metric(spec: ScenarioSpec) -> tuple[str, str] | None:
         if fault.type == "hpa_target_not_serving":
             params = fault.params
             return str(params.get("metric", "vllm:num_requests_running")), str(params.get("average_value", "48"))
+        if fault.type == "hpa_at_max":
+            params = fault.params
+            return str(params.get("metric", "vllm:num_requests_running")), f"{float(params['average_value']):g}"
     return None
+
+
+def scales_out(spec: ScenarioSpec) -> bool:
+    """The owner's HPA works and scales the predictor out with the demand (``hpa_at_max``)."""
+    return any(fault.type == "hpa_at_max" for fault in spec.faults)
 
 
 def long_contexts(spec: ScenarioSpec) -> tuple[int, datetime] | None:
@@ -662,6 +675,63 @@ def _scale_to_zero_lives(
         current = _pod_plan(inputs, len(lives), rng, name, template_hash, True, created)
 
 
+# ---- the owner's HPA scaling out (kubernetes pkg/controller/podautoscaler) ---------------------------------
+
+HPA_SYNC_SECONDS = 15
+HPA_TOLERANCE = 0.1
+HPA_FIRST_SYNC_SECONDS = 20  # the HPA is created a few seconds after the rollout and syncs 15 s later
+# A new pod's metric reaches the HPA only after Prometheus scraped it and prometheus-adapter relisted its series.
+METRIC_LAG_SECONDS = 30
+SCALE_UP_PODS = 4  # the default scale-up policy: 100 % or 4 pods per period, whichever adds more
+
+
+def running_per_pod(spec: ScenarioSpec, rate: float, ceiling: int) -> float:
+    """Requests one pod holds in flight at ``rate`` requests per second (Little's law with the batch-dependent
+    decode step), capped at the ceiling the engine admits."""
+    traffic = spec.traffic
+
+    def service(running: float) -> float:
+        per_token = IDLE_SECONDS_PER_TOKEN + ITL_PER_RUNNING_SECONDS * running
+        return traffic.prompt_tokens / PREFILL_TOKENS_PER_SECOND + traffic.output_tokens * per_token
+
+    running = rate * service(0)
+    for _ in range(30):
+        running = min(float(ceiling), rate * service(running))
+    return running
+
+
+def _hpa_scale_out(
+    inputs: _PlanInputs, replica_set: str, template_hash: str, initial: tuple[PodPlan, ...]
+) -> tuple[tuple[PodPlan, ...], tuple[tuple[datetime, int], ...]]:
+    """Replay the HPA on a Pods AverageValue metric of running requests, sync by sync: pods whose metric has
+    not reached the adapter yet count as 0 on a scale-up (so a loading pod holds the count back), the tolerance
+    is 10 %, and each decision creates its pods, which pay the whole cold start before they serve."""
+    spec = inputs.spec
+    found = user_hpa_metric(spec)
+    assert found is not None
+    target, maximum = float(found[1]), spec.isvc.max_replicas
+    rng = rng_for(spec, "scale-out")
+    pods, decisions = list(initial), []
+    moment = spec.timeline.deployed_at + timedelta(seconds=HPA_FIRST_SYNC_SECONDS)
+    while moment < spec.timeline.captured_at and len(pods) < maximum:
+        lag = timedelta(seconds=METRIC_LAG_SECONDS)
+        reporting = [pod for pod in pods if pod.listening is not None and moment >= pod.listening + lag]
+        if reporting:
+            share = spec.traffic.rate_at(moment) / len(reporting)
+            total = running_per_pod(spec, share, inputs.kv.max_num_seqs) * len(reporting)
+            ratio = total / (target * len(pods))
+            if ratio > 1 + HPA_TOLERANCE:
+                limit = max(2 * len(pods), len(pods) + SCALE_UP_PODS)
+                desired = min(maximum, limit, math.ceil(ratio * len(pods)))
+                decisions.append((moment, desired))
+                while len(pods) < desired:
+                    created = moment + timedelta(seconds=rng.uniform(0.6, 1.2))
+                    name = f"{replica_set}-{name_suffix(rng, 5)}"
+                    pods.append(_pod_plan(inputs, len(pods), rng, name, template_hash, True, created))
+        moment += timedelta(seconds=HPA_SYNC_SECONDS)
+    return tuple(pods), tuple(decisions)
+
+
 def plan(spec: ScenarioSpec) -> Plan:
     args = apply_faults(spec)
     isvc = spec.isvc
@@ -704,6 +774,9 @@ def plan(spec: ScenarioSpec) -> Plan:
     )
     if min_scale(spec) == 0:
         pods = _scale_to_zero_lives(inputs, rng, replica_set, template_hash, pods[0])
+    scale_ups: tuple[tuple[datetime, int], ...] = ()
+    if scales_out(spec):
+        pods, scale_ups = _hpa_scale_out(inputs, replica_set, template_hash, pods)
     routing_broken = any(fault.type == "routing_layer_mismatch" for fault in spec.faults)
     return Plan(
         spec=spec,
@@ -721,4 +794,5 @@ def plan(spec: ScenarioSpec) -> Plan:
         routed=not routing_broken,
         expects_virtual_service=serverless and (spec.cluster.ingress != "kourier" or routing_broken),
         memory_limit_gib=memory_limit,
+        scale_ups=scale_ups,
     )

@@ -33,7 +33,13 @@ from nbhelpers.metrics.openmetrics import (
     SampleType,
     Series,
 )
-from nbhelpers.scenarios.spec import BLOCK_SIZE, IDLE_SECONDS_PER_TOKEN, blocks_per_request
+from nbhelpers.scenarios.spec import (
+    BLOCK_SIZE,
+    IDLE_SECONDS_PER_TOKEN,
+    ITL_PER_RUNNING_SECONDS,
+    PREFILL_TOKENS_PER_SECOND,
+    blocks_per_request,
+)
 from nbhelpers.scenarios.state import (
     CUDA_OOM_ERROR,
     KV_CAPACITY_ERROR,
@@ -49,9 +55,7 @@ from nbhelpers.scenarios.state import (
 
 SCRAPE_SECONDS = 15
 SCRAPE_OFFSET_SECONDS = 4  # scrapes are not aligned to the query grid, as in a real Prometheus
-PREFILL_TOKENS_PER_SECOND = 12_000.0
 ITL_IDLE_SECONDS = IDLE_SECONDS_PER_TOKEN
-ITL_PER_RUNNING_SECONDS = 0.00012
 SCHEDULER_DELAY_SECONDS = 0.003
 KV_SIZED_SHARE = 0.78  # the engine has sized and allocated its KV cache (the log's "Available KV cache memory")
 # Memory bandwidth of common data-centre GPUs, GB/s (the vendors' data sheets).

@@ -673,6 +673,29 @@ def _check_kube_state(bundle: _Bundle, answers: dict[str, tuple[SeriesData, ...]
                 if code.startswith("2") and item.samples and item.samples[-1][1] > 0:
                     problems.append(f"metrics {query_id}: 2xx responses while no predictor pod is ready")
     problems += _check_nginx_timeouts(bundle, answers)
+    problems += _check_hpa_limits(bundle, answers)
+    return problems
+
+
+def _check_hpa_limits(bundle: _Bundle, answers: dict[str, tuple[SeriesData, ...]]) -> list[str]:
+    """An HPA limited by TooManyReplicas sits at its maxReplicas, and the last samples of kube-state-metrics'
+    current and desired replicas (the catalog takes the max over the predictor's HPAs) read the same status."""
+    problems = []
+    hpas = [hpa for hpa in bundle.objects(kinds.HPA) if kube.namespace(hpa) == bundle.namespace]
+    for hpa in hpas:
+        where = f"HorizontalPodAutoscaler/{kube.namespace(hpa)}/{kube.name(hpa)}"
+        limited = kube.condition(hpa, "ScalingLimited") or {}
+        maximum = kube.spec(hpa).get("maxReplicas")
+        current = int(kube.status(hpa).get("currentReplicas") or 0)
+        if (limited.get("status"), limited.get("reason")) == ("True", "TooManyReplicas") and current != maximum:
+            problems.append(
+                f"{where}: ScalingLimited TooManyReplicas, but currentReplicas {current} != maxReplicas {maximum}"
+            )
+    for query_id, field in (("hpa_current_replicas", "currentReplicas"), ("hpa_desired_replicas", "desiredReplicas")):
+        last = _last(answers.get(query_id, ()))
+        highest = max((int(kube.status(hpa).get(field) or 0) for hpa in hpas), default=None)
+        if last is not None and highest is not None and last != highest:
+            problems.append(f"metrics {query_id} end at {last:g}, but the HPAs' highest status.{field} is {highest}")
     return problems
 
 
