@@ -38,6 +38,9 @@ def _live_options(function: F) -> F:
         click.option("--start", default="", help="Window start, ISO 8601 with offset."),
         click.option("--end", default="", help="Window end, ISO 8601 with offset."),
         click.option("--request-timeout", default="30s", show_default=True, help="Timeout of each API call."),
+        click.option(
+            "--client-timeout", default="", help="The callers' own request timeout, e.g. 60s (timeouts step)."
+        ),
         click.option("--kserve-namespace", default="kserve", show_default=True, help="Where KServe's config lives."),
         click.option(
             "--knative-namespace", default="knative-serving", show_default=True, help="Where Knative's config lives."

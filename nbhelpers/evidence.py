@@ -53,6 +53,7 @@ class SiteConfig:
 
     kserve_namespace: str = "kserve"
     knative_namespace: str = "knative-serving"
+    client_timeout_seconds: float | None = None  # the callers' own timeout, when the user states it
     log_tail_lines: int = 5000
     log_limit_bytes: int = 4 * 1024 * 1024
 

@@ -96,6 +96,7 @@ def notebook_parameters(params: TriageParams, out_dir: Path) -> dict[str, Any]:
         "ignore": ",".join(params.ignore),
         "deadline": params.deadline,
         "request_timeout": params.request_timeout,
+        "client_timeout": params.client_timeout,
         "kserve_namespace": params.kserve_namespace,
         "knative_namespace": params.knative_namespace,
         "out_dir": str(out_dir.resolve()),

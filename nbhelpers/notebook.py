@@ -78,6 +78,7 @@ def triage_from_parameters(
     ignore: str = "",
     deadline: str = "",
     request_timeout: str = "30s",
+    client_timeout: str = "",
     kserve_namespace: str = "kserve",
     knative_namespace: str = "knative-serving",
     out_dir: str = "",
@@ -106,6 +107,7 @@ def triage_from_parameters(
             ignore=split_codes(ignore),
             deadline=deadline,
             request_timeout=request_timeout,
+            client_timeout=client_timeout,
             kserve_namespace=kserve_namespace,
             knative_namespace=knative_namespace,
         )

@@ -49,6 +49,7 @@ class TriageParams:
     ignore: tuple[str, ...] = ()
     deadline: str = ""
     request_timeout: str = "30s"
+    client_timeout: str = ""
     kserve_namespace: str = "kserve"
     knative_namespace: str = "knative-serving"
 
@@ -268,7 +269,13 @@ def collect(params: TriageParams, progress: Progress | None = None) -> Evidence:
             target,
             window,
             observed_at_for(cluster, params, window),
-            SiteConfig(kserve_namespace=params.kserve_namespace, knative_namespace=params.knative_namespace),
+            SiteConfig(
+                kserve_namespace=params.kserve_namespace,
+                knative_namespace=params.knative_namespace,
+                client_timeout_seconds=parse_duration(params.client_timeout).total_seconds()
+                if params.client_timeout
+                else None,
+            ),
             progress=lambda message: notify("gather", message),
         )
 

@@ -39,6 +39,7 @@ PARAMETERS = {
     "ignore": "str",
     "deadline": "str",
     "request_timeout": "str",
+    "client_timeout": "str",
     "kserve_namespace": "str",
     "knative_namespace": "str",
     "out_dir": "str",

@@ -3,9 +3,8 @@
 Every layer on the request path is collected with its timeout and where it was read (or ``default`` and
 the default's value), see :mod:`nbhelpers.timeout_chain`:
 
-- client: there is no client parameter yet; the optional InferenceService annotation
-  ``kserve-runbook/client-timeout`` (seconds or a duration such as ``10m``) declares it, until the CLI has
-  an option for it;
+- client: ``--client-timeout`` (the notebook parameter ``client_timeout``), else the optional
+  InferenceService annotation ``kserve-runbook/client-timeout`` (seconds or a duration such as ``10m``);
 - edge: Ingresses of class ``alb`` (AWS ALB idle timeout), ingress-nginx (``proxy-read-timeout``;
   ``proxy-send-timeout`` is listed but only bounds the upload of the request), ``gce`` (GKE's backend
   timeout: the BackendConfig is not read, so its default is assumed), ``istio`` (no timeout), and Gateway
@@ -121,12 +120,17 @@ def collect(evidence: Evidence) -> Chain:
 
 def _client(evidence: Evidence, path: Chain) -> None:
     text = kube.annotations(evidence.isvc).get(CLIENT_TIMEOUT_ANNOTATION)
-    if text is None:
+    if evidence.site.client_timeout_seconds is not None:
+        seconds: float | None = evidence.site.client_timeout_seconds
+        source = "--client-timeout"
+    elif text is None:
         path.notes.append(
-            f"client: timeout unknown (declare it with the InferenceService annotation {CLIENT_TIMEOUT_ANNOTATION})"
+            "client: timeout unknown (give --client-timeout, or declare it with the InferenceService annotation "
+            f"{CLIENT_TIMEOUT_ANNOTATION})"
         )
         return
-    seconds = chain.parse_duration(text)
+    else:
+        seconds, source = chain.parse_duration(text), f"annotation {CLIENT_TIMEOUT_ANNOTATION}"
     if seconds is None:
         path.notes.append(f"client: annotation {CLIENT_TIMEOUT_ANNOTATION}={text!r} is not a duration; ignored")
         return
@@ -136,7 +140,7 @@ def _client(evidence: Evidence, path: Chain) -> None:
         "client",
         chain.REQUEST,
         seconds,
-        f"annotation {CLIENT_TIMEOUT_ANNOTATION}",
+        source,
         False,
         kube.ref(evidence.isvc),
     )

@@ -7,6 +7,7 @@ so that the bundle source serves them as a capture would.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from check_cases import apply_patch, codes, evidence_of, json_merge_patch, load_
 from nbhelpers import timeout_chain as chain
 from nbhelpers.checks import timeouts
 from nbhelpers.errors import EvidenceMissing, StepSkipped
+from nbhelpers.evidence import SiteConfig
 from nbhelpers.findings import Severity
 from nbhelpers.metrics import catalog
 
@@ -467,3 +469,13 @@ def test_a_layer_that_cuts_requests_gets_at_least_twice_its_value() -> None:
     observed = chain.Observed(e2e_p99=59.0)
     assert chain.recommended_seconds(nginx, [nginx], observed, None) == 90
     assert chain.recommended_seconds(nginx, [nginx], observed, None, cutting=True) == 120
+
+
+def test_client_timeout_given_on_the_command_line_wins_over_the_annotation() -> None:
+    objects = load_case(SERVERLESS, "checks/healthy/timeouts_serverless_defaults.yaml")
+    isvc = next(obj for obj in objects if obj["kind"] == "InferenceService")
+    isvc["metadata"]["annotations"]["kserve-runbook/client-timeout"] = "900s"
+    evidence = dataclasses.replace(evidence_of(objects), site=SiteConfig(client_timeout_seconds=120.0))
+    finding = only(timeouts.run(evidence), "TIMEOUT_MISALIGNED")
+    assert finding.title == "client 120 s gives up before Knative revision timeoutSeconds 300 s"
+    assert "(--client-timeout)" in " ".join(finding.evidence)
