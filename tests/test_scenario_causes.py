@@ -42,8 +42,12 @@ def test_the_library_covers_the_503_504_oom_and_autoscaling_families_and_both_he
         "HPA_TARGET_NOT_SERVING",
         "VLLM_KV_CAPACITY_EXCEEDED",
         "KV_CACHE_PRESSURE",
+        "HPA_TARGET_ABOVE_POD_CAPACITY",
     } <= first_causes
     assert {"healthy-serverless", "healthy-raw"} <= {name for name, causes in EXPECTED.items() if not causes}
+    # One incident with two independent causes, both expected at the top of the ranking.
+    combined = next(spec for spec in list_scenarios() if spec.name == "rag-long-prompts-behind-nginx")
+    assert len(combined.faults) == 2 and combined.expected_root_causes == ("KV_CACHE_PRESSURE", "TIMEOUT_LB_DEFAULT")
 
 
 @pytest.mark.parametrize("name", SCENARIOS)

@@ -54,6 +54,8 @@ SHIPPED = (
     "kv-cache-max-model-len",
     "kv-cache-long-contexts",
     "hpa-at-max-spike",
+    "hpa-target-at-ceiling",
+    "rag-long-prompts-behind-nginx",
 )
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 10.0
@@ -181,6 +183,23 @@ def test_spec_errors_name_the_field(old: str, new: str, message: str) -> None:
         ("hpa-at-max-spike", "max_replicas: 3", "max_replicas: 4", "nothing would queue at the maximum"),
         ("hpa-at-max-spike", "average_value: 48", "average_value: 64", "set --max-num-seqs above average_value"),
         ("hpa-at-max-spike", "autoscaler_class: external", "autoscaler_class: hpa", "class external"),
+        ("hpa-target-at-ceiling", "average_value: 64", "average_value: 51", "set --max-num-seqs at or below"),
+        ("hpa-target-at-ceiling", "min_replicas: 1", "min_replicas: 2", "nothing would queue without scaling"),
+        ("hpa-target-at-ceiling", "max_replicas: 4", "max_replicas: 1", "nothing would scale"),
+        (
+            "hpa-target-at-ceiling",
+            'metric: "vllm:num_requests_running"',
+            'metric: "vllm:num_requests_waiting"',
+            "must count running requests",
+        ),
+        (
+            "hpa-target-at-ceiling",
+            "  - type: hpa_target_above_capacity\n",
+            "  - type: custom_metrics_api_missing\n  - type: hpa_target_above_capacity\n",
+            "the owner has one working HPA",
+        ),
+        ("rag-long-prompts-behind-nginx", "output_tokens: 2000", "output_tokens: 1200", "nothing would be cut"),
+        ("rag-long-prompts-behind-nginx", "prompt_tokens: 9000", "prompt_tokens: 3000", "the flag, not the cache"),
     ],
 )
 def test_fault_errors_say_why_nothing_would_break(name: str, old: str, new: str, message: str) -> None:
@@ -997,3 +1016,64 @@ def test_validator_catches_hpa_status_that_disagrees_with_kube_state(bundles: di
         "metrics hpa_desired_replicas end at 3, but the HPAs' highest status.desiredReplicas is 4" in p
         for p in problems
     )
+
+
+def test_hpa_target_at_ceiling_evidence_tells_one_story(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["hpa-target-at-ceiling"]
+    evidence = evidence_of(files)
+    (hpa,) = evidence.of(kinds.HPA)
+    assert hpa["spec"]["metrics"][0]["pods"]["target"]["averageValue"] == "64"
+    # A working HPA that reads exactly its target: it never rescaled and never felt limited.
+    status = hpa["status"]
+    assert (status["currentReplicas"], status["desiredReplicas"], hpa["spec"]["maxReplicas"]) == (1, 1, 4)
+    assert status["currentMetrics"][0]["pods"]["current"]["averageValue"] == "64" and "lastScaleTime" not in status
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+    assert conditions["ScalingActive"] == ("True", "ValidMetricFound")
+    assert conditions["ScalingLimited"] == ("False", "DesiredWithinRange")
+    assert not [e for e in evidence.events if e["reason"] in ("SuccessfulRescale", "FailedGetPodsMetric")]
+    assert {v for _, v in series_values(files, "hpa_current_replicas")} == {1.0}
+    (pod,) = evidence.of(kinds.POD)
+    assert kube.pod_ready(pod) and kube.restart_count(pod) == 0
+    # The pod is pinned at --max-num-seqs with room left in its cache while the queue grows.
+    running = dict(series_values(files, "vllm_running"))
+    waiting = dict(series_values(files, "vllm_waiting"))
+    usage = dict(series_values(files, "vllm_kv_cache_usage"))
+    queued = [t for t, v in waiting.items() if v >= 1]
+    assert len(queued) >= 20 and all(running[t] == 64 and usage[t] < 0.6 for t in queued)
+    assert max(running.values()) == 64 and max(waiting.values()) > 500
+
+
+def test_validator_catches_an_hpa_reading_more_running_requests_than_a_pod_holds(
+    bundles: dict[str, dict[str, bytes]],
+) -> None:
+    def overshoot(hpas: list[dict[str, Any]]) -> None:
+        hpas[0]["status"]["currentMetrics"][0]["pods"]["current"]["averageValue"] = "71"
+
+    problems = validate_bundle(
+        edited(bundles["hpa-target-at-ceiling"], "objects/HorizontalPodAutoscaler.yaml", overshoot)
+    )
+    assert any("vllm:num_requests_running averages 71 per pod, above the pods' ceiling of 64" in p for p in problems)
+
+
+def test_two_causes_each_leave_their_own_evidence(bundles: dict[str, dict[str, bytes]]) -> None:
+    files = bundles["rag-long-prompts-behind-nginx"]
+    evidence = evidence_of(files)
+    assert [fault.type for fault in load_spec("rag-long-prompts-behind-nginx").faults] == [
+        "ingress_timeout_default",
+        "long_contexts",
+    ]
+    # The timeout: no proxy annotation anywhere, nginx answers 504, and nothing vLLM finished took 60 s.
+    (ingress,) = evidence.of(kinds.INGRESS)
+    assert not any(key.startswith("nginx.ingress") for key in kube.annotations(ingress))
+    at_nginx = final_counts(files, "nginx_ingress_controller_requests", "status")
+    assert set(at_nginx) == {"200", "504"} and at_nginx["504"] > at_nginx["200"]
+    assert sum(final_counts(files, "vllm:request_success_total", "pod").values()) == at_nginx["200"]
+    p99 = [value for _, value in series_values(files, "vllm_e2e_p99") if not math.isnan(value)]
+    assert max(p99) <= 60
+    # The cache: once the long prompts arrive the batch stays below --max-num-seqs 32 with the cache full.
+    since = load_spec("rag-long-prompts-behind-nginx").faults[1].params["since"].timestamp()
+    running = dict(series_values(files, "vllm_running"))
+    usage = dict(series_values(files, "vllm_kv_cache_usage"))
+    queued = [t for t, v in series_values(files, "vllm_waiting") if v >= 1 and t > since]
+    assert len(queued) >= 20 and all(running[t] < 32 and usage[t] >= 0.97 for t in queued)
+    assert max(v for _, v in series_values(files, "vllm_preemptions_rate")) > 0

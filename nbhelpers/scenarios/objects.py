@@ -1096,11 +1096,11 @@ class ObjectBuilder:
         }
 
     def _limited_hpa_status(self, metric: str, target: float, created: datetime) -> KubeObject:
-        """An HPA that scaled out to its maximum and wants more: current = desired = maxReplicas, the metric above
-        its target, ScalingLimited=True with TooManyReplicas since the decision that reached the maximum."""
+        """A working HPA at capture. Scaled out to its maximum and wanting more: current = desired = maxReplicas, the
+        metric above its target, ScalingLimited=True with TooManyReplicas since the decision that reached the maximum.
+        With a target at the pod's ceiling it never scaled: the metric reads its target, ScalingLimited=False."""
         plan = self.plan
         replicas = len(plan.live_pods)
-        last_scale = plan.scale_ups[-1][0] if plan.scale_ups else created
         reached = next((moment for moment, size in plan.scale_ups if size >= self.isvc.max_replicas), None)
         states = [pod for pod in plan.live_pods if pod.listening is not None]
         average = round(_running_at_capture(self.plan) / max(1, len(states))) if states else 0
@@ -1121,10 +1121,11 @@ class ObjectBuilder:
                 "the desired count is within the acceptable range",
             )
         )
+        scaled = {"lastScaleTime": _at(plan.scale_ups[-1][0])} if plan.scale_ups else {}  # unset until a rescale
         return {
             "currentReplicas": replicas,
             "desiredReplicas": replicas,
-            "lastScaleTime": _at(last_scale),
+            **scaled,
             "currentMetrics": [
                 {"type": "Pods", "pods": {"metric": {"name": metric}, "current": {"averageValue": str(average)}}}
             ],

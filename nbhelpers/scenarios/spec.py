@@ -60,6 +60,10 @@ INGRESSES = ("istio", "nginx", "kourier")
 # - hpa_at_max (metric, average_value): the owner's own HPA (class external, on a Pods metric of running requests
 #   served by a healthy prometheus-adapter) works as designed and scales the predictor out during a spike, one cold
 #   start at a time, until maxReplicas; the spike needs more pods than that, so the queue grows on every pod.
+# - hpa_target_above_capacity (metric, average_value): the owner's own HPA (class external, healthy
+#   prometheus-adapter) scales on running requests with a per-pod target at or above --max-num-seqs. A pod never
+#   runs more than the flag admits, so the average never passes the target (plus the HPA's 10 % tolerance): the
+#   HPA stays at minReplicas while the demand outgrows one pod and the queue grows.
 FAULT_TYPES = (
     "port_mismatch",
     "routing_layer_mismatch",
@@ -75,7 +79,10 @@ FAULT_TYPES = (
     "max_model_len_exceeds_kv_cache",
     "long_contexts",
     "hpa_at_max",
+    "hpa_target_above_capacity",
 )
+# Faults that give the owner their own HPA on a Pods metric: one InferenceService has at most one of them.
+OWNER_HPA_FAULTS = ("custom_metrics_api_missing", "hpa_target_not_serving", "hpa_at_max", "hpa_target_above_capacity")
 WEIGHT_FORMATS = ("safetensors", "pt")
 # Where the owner declared something: the ServingRuntime's container or the InferenceService.
 DECLARED_IN = ("runtime", "isvc")
@@ -484,7 +491,7 @@ def _fault(fields: _Fields) -> Fault:
         if fields.integer("prompt_tokens") < 1:
             raise fields.fail("prompt_tokens", "must be a positive number of tokens")
         params["since"] = fields.time("since")
-    elif fault_type == "hpa_at_max":
+    elif fault_type in ("hpa_at_max", "hpa_target_above_capacity"):
         fields.text("metric", "vllm:num_requests_running")
         if fields.number("average_value") <= 0:
             raise fields.fail("average_value", "must be a positive number of requests per pod")
@@ -597,6 +604,8 @@ def _check_fault(spec: ScenarioSpec, fault: Fault, top: _Fields) -> None:
         _check_hpa_target_not_serving(spec, fault, top)
     if fault.type == "hpa_at_max":
         _check_hpa_at_max(spec, float(params["average_value"]), top)
+    if fault.type == "hpa_target_above_capacity":
+        _check_hpa_target_above_capacity(spec, fault, top)
     if fault.type == "max_model_len_exceeds_kv_cache":
         _check_max_model_len(spec, int(params["max_model_len"]), top)
     if fault.type == "ingress_timeout_default":
@@ -676,7 +685,7 @@ def _check_hpa_at_max(spec: ScenarioSpec, average_value: float, top: _Fields) ->
         raise top.fail("faults", "hpa_at_max: the owner's own HPA needs RawDeployment and class external")
     if isvc.max_replicas <= isvc.min_replicas:
         raise top.fail("faults", "hpa_at_max: max_replicas equals min_replicas, nothing would scale")
-    if any(other.type in ("custom_metrics_api_missing", "hpa_target_not_serving") for other in spec.faults):
+    if any(other.type in OWNER_HPA_FAULTS and other.type != "hpa_at_max" for other in spec.faults):
         raise top.fail("faults", "hpa_at_max: the owner has one working HPA; drop the other HPA faults")
     seqs = flag_value(isvc.args, "--max-num-seqs")
     if seqs is None or average_value >= int(seqs):
@@ -690,6 +699,38 @@ def _check_hpa_at_max(spec: ScenarioSpec, average_value: float, top: _Fields) ->
             "faults",
             f"hpa_at_max: {isvc.max_replicas} replicas serve about {served:.1f} requests/s, more than the peak "
             f"of {peak:g}: nothing would queue at the maximum",
+        )
+
+
+def _check_hpa_target_above_capacity(spec: ScenarioSpec, fault: Fault, top: _Fields) -> None:
+    """The owner's working HPA on running requests, a target the pod can never exceed, and demand beyond one pod."""
+    isvc = spec.isvc
+    if isvc.deployment_mode != "RawDeployment" or isvc.autoscaler_class != "external":
+        raise top.fail(
+            "faults", "hpa_target_above_capacity: the owner's own HPA needs RawDeployment and class external"
+        )
+    if isvc.max_replicas <= isvc.min_replicas:
+        raise top.fail("faults", "hpa_target_above_capacity: max_replicas equals min_replicas, nothing would scale")
+    if any(other.type in OWNER_HPA_FAULTS and other.type != fault.type for other in spec.faults):
+        raise top.fail("faults", "hpa_target_above_capacity: the owner has one working HPA; drop the other HPA faults")
+    if "running" not in str(fault.params.get("metric", "vllm:num_requests_running")):
+        raise top.fail(
+            "faults", "hpa_target_above_capacity: the metric must count running requests (capped by the flag)"
+        )
+    seqs = flag_value(isvc.args, "--max-num-seqs")
+    if seqs is None or float(fault.params["average_value"]) < int(seqs):
+        raise top.fail(
+            "faults",
+            "hpa_target_above_capacity: set --max-num-seqs at or below average_value (a target below the ceiling "
+            "lets the HPA scale)",
+        )
+    peak = max(rate for _, rate in spec.traffic.points)
+    served = isvc.min_replicas * pod_throughput(spec, int(seqs))
+    if peak <= served:
+        raise top.fail(
+            "faults",
+            f"hpa_target_above_capacity: {isvc.min_replicas} replicas serve about {served:.1f} requests/s, more than "
+            f"the peak of {peak:g}: nothing would queue without scaling",
         )
 
 

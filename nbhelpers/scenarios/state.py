@@ -572,15 +572,16 @@ def user_hpa_metric(spec: ScenarioSpec) -> tuple[str, str] | None:
         if fault.type == "hpa_target_not_serving":
             params = fault.params
             return str(params.get("metric", "vllm:num_requests_running")), str(params.get("average_value", "48"))
-        if fault.type == "hpa_at_max":
+        if fault.type in ("hpa_at_max", "hpa_target_above_capacity"):
             params = fault.params
             return str(params.get("metric", "vllm:num_requests_running")), f"{float(params['average_value']):g}"
     return None
 
 
 def scales_out(spec: ScenarioSpec) -> bool:
-    """The owner's HPA works and scales the predictor out with the demand (``hpa_at_max``)."""
-    return any(fault.type == "hpa_at_max" for fault in spec.faults)
+    """The owner's HPA works and follows the demand: it scales out to its maximum (``hpa_at_max``), or its target
+    sits at the pod's ceiling and the replay never finds a reason to scale (``hpa_target_above_capacity``)."""
+    return any(fault.type in ("hpa_at_max", "hpa_target_above_capacity") for fault in spec.faults)
 
 
 def long_contexts(spec: ScenarioSpec) -> tuple[int, datetime] | None:

@@ -47,7 +47,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from nbhelpers import kube
+from nbhelpers import kube, quantities
 from nbhelpers.errors import BundleError
 from nbhelpers.evidence import event_interval
 from nbhelpers.scenarios.generator import RAW_METRICS_FILE
@@ -77,6 +77,8 @@ IDLE_KV_USAGE = 0.001
 # below --max-num-seqs with the cache that empty is one vLLM would have admitted.
 ADMITTING_KV_USAGE = 0.9
 HELD_BACK_SCRAPES = 3
+# The running-requests gauge vLLM caps at its ceiling (an HPA on it cannot read more per pod).
+RUNNING_METRIC = "vllm:num_requests_running"
 _CUDA_OOM = "torch.OutOfMemoryError: CUDA out of memory"
 # vLLM V1's refusal to start: one request of the max seq len needs more KV cache than is available.
 _KV_REFUSAL = re.compile(
@@ -691,11 +693,32 @@ def _check_hpa_limits(bundle: _Bundle, answers: dict[str, tuple[SeriesData, ...]
             problems.append(
                 f"{where}: ScalingLimited TooManyReplicas, but currentReplicas {current} != maxReplicas {maximum}"
             )
+    problems += _check_hpa_running_average(bundle, hpas)
     for query_id, field in (("hpa_current_replicas", "currentReplicas"), ("hpa_desired_replicas", "desiredReplicas")):
         last = _last(answers.get(query_id, ()))
         highest = max((int(kube.status(hpa).get(field) or 0) for hpa in hpas), default=None)
         if last is not None and highest is not None and last != highest:
             problems.append(f"metrics {query_id} end at {last:g}, but the HPAs' highest status.{field} is {highest}")
+    return problems
+
+
+def _check_hpa_running_average(bundle: _Bundle, hpas: list[KubeObject]) -> list[str]:
+    """vLLM never runs more requests than its ceiling, so an HPA cannot read an average of running requests per pod
+    above the highest ceiling of the predictor pods (such an HPA would have scaled out)."""
+    ceiling = max(_ceilings(bundle).values(), default=None)
+    if ceiling is None:
+        return []
+    problems = []
+    for hpa in hpas:
+        for metric in kube.status(hpa).get("currentMetrics") or []:
+            pods = metric.get("pods") or {}
+            name = str((pods.get("metric") or {}).get("name") or "")
+            average = quantities.try_parse((pods.get("current") or {}).get("averageValue"))
+            if name == RUNNING_METRIC and average is not None and float(average) > ceiling:
+                problems.append(
+                    f"HorizontalPodAutoscaler/{kube.namespace(hpa)}/{kube.name(hpa)}: {name} averages "
+                    f"{float(average):g} per pod, above the pods' ceiling of {ceiling} running requests"
+                )
     return problems
 
 
