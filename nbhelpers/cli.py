@@ -146,8 +146,10 @@ def scenarios_list() -> None:
     """List the scenarios: name, symptom, difficulty."""
     from nbhelpers.scenarios import list_scenarios
 
-    for spec in list_scenarios():
-        click.echo(f"{spec.name:<28} {spec.symptom:<18} {spec.difficulty}")
+    specs = list_scenarios()
+    width = max((len(spec.name) for spec in specs), default=0)
+    for spec in specs:
+        click.echo(f"{spec.name:<{width}}  {spec.symptom:<16} {spec.difficulty}")
 
 
 @scenarios.command("run")
