@@ -252,23 +252,7 @@ def _cuda_oom_lines(plan: Plan, ended: datetime, rng: random.Random) -> list[tup
             "self._dummy_run(num_tokens, capture_attn_cudagraph=full_cg)",
         ),
     )
-    at = ended - timedelta(seconds=1.4)
-    error = [_vllm(at, "core.py:718", "EngineCore failed to start.", "ERROR")]
-    error.append(_vllm(at, "core.py:718", "Traceback (most recent call last):", "ERROR"))
-    for path, line, function, code in frames:
-        error.append(_vllm(at, "core.py:718", f'  File "{VLLM_PACKAGE}/{path}", line {line}, in {function}', "ERROR"))
-        error.append(_vllm(at, "core.py:718", f"    {code}", "ERROR"))
-    error.append(_vllm(at, "core.py:718", oom, "ERROR"))
-    exit_at = ended - timedelta(seconds=0.6)
-    error += [(exit_at, "Process EngineCore_0:"), (exit_at, "Traceback (most recent call last):"), (exit_at, oom)]
-    failed = ended - timedelta(seconds=0.2)
-    error += [
-        (failed, "Traceback (most recent call last):"),
-        (failed, f'  File "{VLLM_PACKAGE}/v1/engine/core_client.py", line 448, in __init__'),
-        (failed, "    self._init_engines_direct("),
-        (failed, "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"),
-    ]
-    return error
+    return _engine_core_failure(ended - timedelta(seconds=1.4), ended, frames, oom)
 
 
 def _kv_capacity_lines(plan: Plan, ended: datetime) -> list[tuple[datetime, str]]:
@@ -301,7 +285,14 @@ def _kv_capacity_lines(plan: Plan, ended: datetime) -> list[tuple[datetime, str]
         ),
         ("v1/core/kv_cache_utils.py", 694, "check_enough_kv_cache_memory", "raise ValueError("),
     )
-    at = ended - timedelta(seconds=1.0)
+    return _engine_core_failure(ended - timedelta(seconds=1.0), ended, frames, error)
+
+
+def _engine_core_failure(
+    at: datetime, ended: datetime, frames: tuple[tuple[str, int, str, str], ...], error: str
+) -> list[tuple[datetime, str]]:
+    """How a V1 engine that fails during start-up ends its log: the engine core's logged traceback (``frames``
+    then ``error``), the engine process's own exit traceback, then the API server's RuntimeError."""
     lines = [_vllm(at, "core.py:718", "EngineCore failed to start.", "ERROR")]
     lines.append(_vllm(at, "core.py:718", "Traceback (most recent call last):", "ERROR"))
     for path, line, function, code in frames:
