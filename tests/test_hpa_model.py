@@ -618,6 +618,21 @@ def test_pod_ready_delay_sets_new_cpu_pods_aside() -> None:
     assert currents(replay_hpa(spec, series, 2, end=15.0)) == [4, 8]
 
 
+def test_pod_ready_delay_counts_every_pod_outside_a_cpu_scale_up() -> None:
+    """DESIGN §4.6: young pods are set aside for a CPU metric on scale-up only; otherwise all pods count.
+
+    CPU at 100 % of 50 %, 2 → 4 at t = 0; at t = 15 utilization falls to 20 %: a scale-down that counts
+    all 4 pods wants ceil(0.4 × 4) = 2 (upstream would count the 2 old pods only: ceil(0.4 × 2) = 1).
+    An External Value metric at twice its target doubles the 4 pods at t = 15 although 2 are young."""
+    no_wait = Behavior(scale_down=ScalingRules(0, "Max", DEFAULT_SCALE_DOWN_RULES.policies))
+    spec = HpaSpec(max_replicas=20, metrics=(cpu(50),), behavior=no_wait)
+    series = {"cpu": [(0.0, 100.0), (15.0, 20.0)]}
+    assert currents(replay_hpa(spec, series, 2, pod_ready_delay=60, end=15.0)) == [4, 2]
+    external = HpaSpec(max_replicas=20, metrics=(make_metric("External", "queue", "Value", "10"),), behavior=Behavior())
+    syncs = replay_hpa(external, {"queue": [(0.0, 20.0)]}, 2, pod_ready_delay=60, end=15.0)
+    assert currents(syncs) == [4, 8]
+
+
 def test_per_pod_from_total_converges_on_total_over_target() -> None:
     """Closed loop: 10 requests in flight in total, 1 per pod wanted, pods ready after 60 s. New pods report
     nothing yet (missing: 0 on a scale-up), so the count settles at 10 instead of running away."""

@@ -40,10 +40,12 @@ same count; before the first sync that value is taken to be the initial count).
 How readiness enters (``pod_ready_delay``): a pod younger than the delay is not ready. Pods created
 before the replay are ready.
 
-- CPU Resource metrics (Utilization or AverageValue): young pods are what ``groupPods`` calls unready.
-  They are set aside; on a scale-up they are assumed at 0 % and the ratio is recomputed over all pods;
-  if that flips the direction or lands within tolerance, the count is kept.
-- Object and External Value metrics: the ratio multiplies the ready pod count (``getReadyPodsCount``).
+- CPU Resource metrics (Utilization or AverageValue): on a scale-up young pods are what ``groupPods``
+  calls unready. They are set aside, assumed at 0 % and the ratio is recomputed over all pods; if that
+  flips the direction or lands within tolerance, the count is kept. Otherwise all pods count: the
+  contract says so for the open loop (upstream would count only ready pods on a scale-down too).
+- Object and External Value metrics: the ratio multiplies the pod count (all pods in the open loop, the
+  ready ones with ``per_pod_from_total``, as ``getReadyPodsCount`` does).
 - Pods metrics and other Resource metrics: with ``per_pod_from_total=False`` (the CLI) the value is
   the per-pod average the controller read and every pod counts. With ``per_pod_from_total=True`` the
   series holds the total over pods and young pods report no metric yet (a vLLM pod exposes metrics
@@ -544,6 +546,8 @@ def metric_proposal(
     """
     if value_milli is None:
         return None
+    if not per_pod_from_total:
+        young_pods = contract_young_pods(metric, value_milli, young_pods)
     ready_pods = current - young_pods
     if metric.source in ("Object", "External"):
         if metric.target_type == "Value":
@@ -556,6 +560,15 @@ def metric_proposal(
     if metric.target_type == "Utilization":
         return utilization_replicas(current, metric.target, total, pods, tolerances)
     return plain_replicas(current, metric.target, total, pods, tolerances)
+
+
+def contract_young_pods(metric: MetricSpec, value_milli: int, young_pods: int) -> int:
+    """The young pods the open-loop replay sets aside: DESIGN §4.6 applies upstream's unready-pod
+    treatment to a CPU Resource metric on scale-up only; otherwise all pods count."""
+    if not metric.is_cpu:
+        return 0
+    observed = value_milli // 1000 if metric.target_type == "Utilization" else value_milli
+    return young_pods if observed > metric.target else 0
 
 
 def _pod_groups(metric: MetricSpec, current: int, young_pods: int, per_pod_from_total: bool) -> PodGroups:
