@@ -1,7 +1,21 @@
 """The bridge between the runbook's parameters cell and :func:`nbhelpers.triage.run`.
 
-The notebook's first code cell calls :func:`triage_from_parameters` once with
-every parameter. Secrets never travel as parameters (papermill stores them in
+The notebook's first code cell calls :func:`start_triage` once with every
+parameter. Headless it runs the triage there (``run()``, once) and returns the
+:class:`~nbhelpers.triage.TriageResult`; in interactive mode it shows the
+widget panel (:mod:`nbhelpers.widgets`) and returns it. Every later cell calls
+one ``show_*`` helper of this module, which displays the part of a result, or
+the panel's output area for that part.
+
+When the panel appears (:func:`wants_panel`): ``interactive`` is True, or no
+target was given (no namespace, InferenceService or bundle) and the kernel
+belongs to a Jupyter server session (``JPY_SESSION_NAME`` is set: JupyterLab
+and Notebook set it, papermill does not). So opening the notebook in
+JupyterLab and running all cells gives the panel without editing anything,
+while headless runs (the CLI always passes a target and ``interactive=False``)
+never create a widget and never wait for input.
+
+Secrets never travel as parameters (papermill stores them in
 the executed notebook): the parameters only name environment variables.
 
 Two files let the CLI follow a headless run (both optional, named by env vars):
@@ -14,13 +28,23 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from nbhelpers import display
 from nbhelpers.errors import RunbookError
 from nbhelpers.headless import ERROR_FILE_ENV, PROGRESS_FILE_ENV
 from nbhelpers.report import write_atomic, write_outputs
+from nbhelpers.symptoms import reading_order_html, symptom_for
 from nbhelpers.triage import Progress, TriageParams, TriageResult, run
+
+if TYPE_CHECKING:
+    from nbhelpers.widgets import TriagePanel
+
+Triage: TypeAlias = "TriageResult | TriagePanel"
+# Set by jupyter_server in the environment of kernels it starts for a notebook session; papermill does not set it.
+SESSION_ENV = "JPY_SESSION_NAME"
 
 
 def progress_to_file(path: str) -> Progress:
@@ -58,7 +82,12 @@ def split_codes(ignore: str) -> tuple[str, ...]:
     return tuple(code.strip() for code in ignore.replace(" ", ",").split(",") if code.strip())
 
 
-def triage_from_parameters(
+def wants_panel(interactive: bool, target_given: bool, environ: Mapping[str, str]) -> bool:
+    """Show the widget panel: when asked, or in a Jupyter server session that was given no target."""
+    return interactive or (not target_given and bool(environ.get(SESSION_ENV)))
+
+
+def start_triage(
     *,
     namespace: str = "",
     isvc: str = "",
@@ -82,12 +111,17 @@ def triage_from_parameters(
     kserve_namespace: str = "kserve",
     knative_namespace: str = "knative-serving",
     out_dir: str = "",
+    symptom: str = "",
     interactive: bool = False,
-) -> TriageResult:
-    """Run the triage once for the notebook; write findings.json and summary.md when ``out_dir`` is set."""
-    display.STATIC = not interactive
-    progress_path = os.environ.get(PROGRESS_FILE_ENV)
+) -> Triage:
+    """The runbook's first cell: run the triage once (headless), or open the panel (interactive).
+
+    Headless, the reading order for ``symptom`` is shown first, then the triage runs and
+    findings.json and summary.md are written when ``out_dir`` is set. With the panel, the
+    notebook's parameters are its starting choices; given a target, it runs once at once.
+    """
     try:
+        chosen = symptom_for(symptom)
         params = TriageParams(
             namespace=namespace,
             isvc=isvc,
@@ -111,12 +145,65 @@ def triage_from_parameters(
             kserve_namespace=kserve_namespace,
             knative_namespace=knative_namespace,
         )
-        result = run(params, progress_to_file(progress_path) if progress_path else None)
-        if out_dir:
-            write_outputs(result, out_dir)
+        if wants_panel(interactive, bool(namespace or isvc or bundle), os.environ):
+            return open_panel(params, symptom, out_dir)
+        display.STATIC = True
+        from IPython.display import HTML
+
+        _show(HTML(reading_order_html(chosen)))  # type: ignore[no-untyped-call]
+        return triage_headless(params, out_dir)
     except RunbookError as error:
         error_path = os.environ.get(ERROR_FILE_ENV)
         if error_path:
             write_atomic(Path(error_path), (_one_line(str(error)) + "\n").encode())
         raise
+
+
+def triage_headless(params: TriageParams, out_dir: str = "") -> TriageResult:
+    """``run()`` once, progress to ``KSERVE_RUNBOOK_PROGRESS_FILE`` when set, outputs into ``out_dir``."""
+    progress_path = os.environ.get(PROGRESS_FILE_ENV)
+    result = run(params, progress_to_file(progress_path) if progress_path else None)
+    if out_dir:
+        write_outputs(result, out_dir)
     return result
+
+
+def open_panel(params: TriageParams, symptom: str, out_dir: str) -> TriagePanel:
+    """Display the widget panel; run it once when the parameters name a target."""
+    from nbhelpers.widgets import TriagePanel, has_target
+
+    panel = TriagePanel(params, symptom_for(symptom), out_dir)
+    _show(panel.widget)
+    if has_target(params):
+        panel.run_all()
+    return panel
+
+
+def _show(obj: Any) -> None:
+    from IPython.display import display as ipython_display
+
+    ipython_display(obj)  # type: ignore[no-untyped-call]
+
+
+def show_coverage(triage: Triage) -> None:
+    """Coverage and the incident timeline, or the panel's output area for them."""
+    if isinstance(triage, TriageResult):
+        display.show_coverage(triage)
+    else:
+        _show(triage.coverage_area)
+
+
+def show_step(triage: Triage, step_id: str) -> None:
+    """One step's question, status and findings, or the panel's output area for that step."""
+    if isinstance(triage, TriageResult):
+        display.show_step(triage, step_id)
+    else:
+        _show(triage.step_areas[step_id])
+
+
+def show_root_causes(triage: Triage) -> None:
+    """The ranked root causes and action items, or the panel's output area for them."""
+    if isinstance(triage, TriageResult):
+        display.show_root_causes(triage)
+    else:
+        _show(triage.root_causes_area)

@@ -1,4 +1,8 @@
-"""runbooks/triage.ipynb: documented parameters, no logic, no outputs committed, headless runs (DESIGN §3.1)."""
+"""runbooks/triage.ipynb: documented parameters, no logic, no outputs committed, headless runs (DESIGN §3.1).
+
+Papermill runs never wait for input: with ``interactive`` False or True, with a target or without one, the
+notebook completes under a pytest timeout (the panel's buttons only act when clicked in a browser).
+"""
 
 from __future__ import annotations
 
@@ -15,9 +19,17 @@ from builders import bundle_files, comparable
 from nbhelpers import display
 from nbhelpers.checks import STEPS
 from nbhelpers.errors import RunbookError
-from nbhelpers.notebook import ERROR_FILE_ENV, PROGRESS_FILE_ENV, headers_from_env, split_codes, triage_from_parameters
+from nbhelpers.notebook import (
+    ERROR_FILE_ENV,
+    PROGRESS_FILE_ENV,
+    SESSION_ENV,
+    headers_from_env,
+    split_codes,
+    start_triage,
+)
 from nbhelpers.sources.bundle import write_bundle_files
-from nbhelpers.triage import TriageParams, run
+from nbhelpers.triage import TriageParams, TriageResult, run
+from nbhelpers.widgets import TriagePanel
 
 RUNBOOK = Path(__file__).parents[1] / "runbooks" / "triage.ipynb"
 PARAMETERS = {
@@ -43,6 +55,7 @@ PARAMETERS = {
     "kserve_namespace": "str",
     "knative_namespace": "str",
     "out_dir": "str",
+    "symptom": "str",
     "interactive": "bool",
 }
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -86,20 +99,20 @@ def test_cells_hold_no_logic(committed: Any) -> None:
     assert code[0].metadata.get("tags") == ["parameters"]
     run_cell = ast.parse(code[1].source)
     calls = [node for node in ast.walk(run_cell) if isinstance(node, ast.Call)]
-    assert [ast.unparse(call.func) for call in calls] == ["triage_from_parameters"]
+    assert [ast.unparse(call.func) for call in calls] == ["start_triage"]
     assert {keyword.arg: ast.unparse(keyword.value) for keyword in calls[0].keywords} == {
         name: name for name in PARAMETERS
     }
-    assert code[2].source == "show_coverage(result)"
-    assert [cell.source for cell in code[3:-1]] == [f'show_step(result, "{step.id}")' for step in STEPS]
-    assert code[-1].source == "show_root_causes(result)"
-    assert sum("triage_from_parameters(" in cell.source for cell in code) == 1
+    assert code[2].source == "show_coverage(triage)"
+    assert [cell.source for cell in code[3:-1]] == [f'show_step(triage, "{step.id}")' for step in STEPS]
+    assert code[-1].source == "show_root_causes(triage)"
+    assert sum("start_triage(" in cell.source for cell in code) == 1
 
 
 def test_every_step_has_its_guidance(committed: Any) -> None:
     cells = committed.cells
     for number, step in enumerate(STEPS, 1):
-        index = next(i for i, cell in enumerate(cells) if cell.source == f'show_step(result, "{step.id}")')
+        index = next(i for i, cell in enumerate(cells) if cell.source == f'show_step(triage, "{step.id}")')
         guidance = cells[index - 1]
         assert guidance.cell_type == "markdown"
         assert guidance.source.startswith(f"## Step {number}: {step.title}\n\n")
@@ -107,6 +120,7 @@ def test_every_step_has_its_guidance(committed: Any) -> None:
 
 
 @pytest.mark.notebook
+@pytest.mark.timeout(120)
 def test_headless_run_writes_outputs_reports_progress_and_creates_no_widgets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -118,7 +132,13 @@ def test_headless_run_writes_outputs_reports_progress_and_creates_no_widgets(
     papermill.execute_notebook(
         str(RUNBOOK),
         str(executed),
-        parameters={"bundle": str(bundle), "out_dir": str(out), "ignore": "PORT_MISMATCH", "interactive": False},
+        parameters={
+            "bundle": str(bundle),
+            "out_dir": str(out),
+            "ignore": "PORT_MISMATCH",
+            "symptom": "503",
+            "interactive": False,
+        },
         kernel_name="python3",
         progress_bar=False,
     )
@@ -127,6 +147,9 @@ def test_headless_run_writes_outputs_reports_progress_and_creates_no_widgets(
     assert not any(WIDGET_MIME in output.get("data", {}) for output in outputs)
     assert "widgets" not in notebook.metadata
     assert not any(output.output_type == "error" for output in outputs)
+    run_cell = next(cell for cell in notebook.cells if cell.get("id") == "run")
+    reading_map = run_cell.outputs[0]["data"]["text/html"]
+    assert "read these steps first" in reading_map and "href='#Step-1:-Endpoints-and-routing'" in reading_map
 
     written = json.loads((out / "findings.json").read_text())
     expected = run(TriageParams(bundle=str(bundle), ignore=("PORT_MISMATCH",))).to_json()
@@ -146,20 +169,71 @@ def test_runbook_error_reaches_the_error_file(tmp_path: Path, monkeypatch: pytes
     monkeypatch.delenv(PROGRESS_FILE_ENV, raising=False)
     bundle = write_bundle_files(bundle_files([ISVC], "llm", "vllm-llm"), tmp_path / "bundle")
     with pytest.raises(RunbookError) as raised:
-        triage_from_parameters(bundle=str(bundle), isvc="missing-model")
+        start_triage(bundle=str(bundle), isvc="missing-model")
     message = error_file.read_text()
     assert message == str(raised.value) + "\n"
     assert message.count("\n") == 1 and "'missing-model' not found" in message and "vllm-llm" in message
 
 
-def test_interactive_parameter_switches_static_charts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_headless_renders_static_charts_and_the_panel_runs_a_given_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(PROGRESS_FILE_ENV, raising=False)
-    monkeypatch.setattr(display, "STATIC", True)
+    monkeypatch.delenv(SESSION_ENV, raising=False)
+    monkeypatch.setattr(display, "STATIC", False)
     bundle = write_bundle_files(bundle_files([ISVC], "llm", "vllm-llm"), tmp_path / "bundle")
-    triage_from_parameters(bundle=str(bundle), interactive=True)
-    assert display.STATIC is False
-    triage_from_parameters(bundle=str(bundle))
+    headless = start_triage(bundle=str(bundle), symptom="503")
+    assert isinstance(headless, TriageResult) and display.STATIC is True
+
+    panel = start_triage(bundle=str(bundle), interactive=True, out_dir=str(tmp_path / "out"))
+    assert isinstance(panel, TriagePanel) and panel.result is not None  # a target given: it ran once
+    assert comparable(panel.result.to_json()) == comparable(headless.to_json())
+    assert json.loads((tmp_path / "out" / "findings.json").read_text())["root_causes"] == list(headless.root_causes)
     assert display.STATIC is True
+
+
+def test_unknown_symptom_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PROGRESS_FILE_ENV, raising=False)
+    with pytest.raises(RunbookError, match="unknown symptom '502'"):
+        start_triage(bundle=str(tmp_path), symptom="502")
+
+
+@pytest.mark.notebook
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("with_target", [False, True], ids=["no-target", "bundle"])
+def test_papermill_with_interactive_true_completes_without_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_target: bool
+) -> None:
+    """The panel is created, runs once when given a target, and the notebook finishes: nothing waits for a click."""
+    monkeypatch.delenv(PROGRESS_FILE_ENV, raising=False)
+    monkeypatch.delenv("KUBECONFIG", raising=False)  # the panel must not list a real cluster's services
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    parameters: dict[str, Any] = {"interactive": True, "symptom": "503"}
+    if with_target:
+        parameters["bundle"] = str(write_bundle_files(bundle_files([ISVC], "llm", "vllm-llm"), tmp_path / "bundle"))
+    executed = tmp_path / "executed.ipynb"
+    papermill.execute_notebook(
+        str(RUNBOOK), str(executed), parameters=parameters, kernel_name="python3", progress_bar=False
+    )
+    notebook = nbformat.read(executed, as_version=4)
+    outputs = [output for cell in _code_cells(notebook) for output in cell.outputs]
+    assert not any(output.output_type == "error" for output in outputs)
+    widgets = [output for output in outputs if WIDGET_MIME in output.get("data", {})]
+    assert len(widgets) == 1 + 1 + len(STEPS) + 1  # the panel, coverage, each step, root causes
+
+
+@pytest.mark.notebook
+@pytest.mark.timeout(120)
+def test_papermill_without_a_target_fails_at_once_instead_of_showing_a_panel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(SESSION_ENV, raising=False)  # papermill's kernel is no Jupyter server session
+    with pytest.raises(papermill.PapermillExecutionError, match="--namespace and --isvc are required"):
+        papermill.execute_notebook(
+            str(RUNBOOK), str(tmp_path / "executed.ipynb"), parameters={}, kernel_name="python3", progress_bar=False
+        )
 
 
 def test_secrets_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
