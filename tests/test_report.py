@@ -9,19 +9,19 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 from builders import CAPTURED_AT, WINDOW, bundle_files, evidence_from_objects
 
-from nbhelpers import charts, display, report
+from nbhelpers import __version__, charts, display, report
 from nbhelpers.checks import STEPS
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence import Evidence
 from nbhelpers.findings import Finding, Patch, rank_root_causes
 from nbhelpers.metrics import catalog
+from nbhelpers.scenarios import list_scenarios, scenario_bundle
 from nbhelpers.sources.bundle import write_bundle_files
 from nbhelpers.timeutil import Window
-from nbhelpers.triage import StepResult, TriageResult
+from nbhelpers.triage import StepResult, TriageParams, TriageResult, run
 
 NS, ISVC = "llm", "vllm-llm"
 POD = "vllm-llm-predictor-7d9f8-abcde"
@@ -311,33 +311,15 @@ def test_failed_atomic_write_leaves_no_temporary(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------- charts, display
 
 
-def test_limit_rows_keeps_peaks_under_the_altair_limit() -> None:
-    start = WINDOW.start.timestamp()
-    rows = [
-        (start + i * 15, f"pod-{pod:02d}", float(pod + (100 if i == 3333 else 0)))
-        for pod in range(20)
-        for i in range(8000)
-    ]
-    frame = charts._frame(rows)
-    limited = charts.limit_rows(frame)
-    assert len(limited) <= charts.MAX_ROWS
-    assert limited["series"].nunique() == charts.MAX_SERIES
-    assert set(limited["series"]) == {f"pod-{pod:02d}" for pod in range(20 - charts.MAX_SERIES, 20)}
-    assert limited.groupby("series")["value"].max()["pod-19"] == 119.0  # the one-sample spike survives binning
-    chart = charts._panel(frame, "t", "y", None, "test")
-    datasets = chart.to_dict()["datasets"]  # no MaxRowsError: the limit is still on
-    assert [len(rows) for rows in datasets.values()] == [len(limited)]
-
-
 def test_charts_only_for_metrics_with_data(result: TriageResult) -> None:
     timeline = charts.incident_timeline(result.evidence, INCIDENT)
     assert timeline is not None
     spec = timeline.to_dict()
-    assert [panel["title"] for panel in spec["vconcat"]] == [
+    assert [panel["title"]["text"] for panel in spec["vconcat"]] == [
         "5xx responses/s at the Istio proxies, by code",
-        "vLLM requests running and waiting",
+        "vLLM requests waiting and running (all pods)",
         "Ready predictor pods",
-        "Container restarts since the window opened",
+        f"Container restarts since the window opened, per pod ({ISVC}-predictor-…)",
     ]
     shade = spec["vconcat"][0]["layer"][0]
     assert shade["mark"]["type"] == "rect"
@@ -361,11 +343,168 @@ def test_display_escapes_cluster_text() -> None:
         patch=Patch("InferenceService.serving.kserve.io/llm/vllm-llm", "metadata:\n  name: <x>\n"),
     )
     result = build_result(evidence, [hostile])
-    markup = display.step_html(result, "ports") + display.root_causes_html(result)
+    markup = display.step_html(result, "ports") + display.root_causes_html(result) + display.verdict_html(result)
     for raw in ("<script>", "<img", "<b>pod", "<iframe>", "<done>", "<x>"):
         assert raw not in markup
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in markup
-    assert "Do the listening port" in markup and "#b91c1c" in markup  # the question; critical shown in red
+    assert "Do the listening port" in markup and "✖ CRITICAL" in markup  # the question; severity as text
+
+
+# ----------------------------------------------------------------------------------- report as a document
+
+INDIA = timezone(timedelta(hours=5, minutes=30), "IST")
+
+
+def _contrast(foreground: str, background: str) -> float:
+    """WCAG 2 contrast ratio of two #rrggbb colours."""
+
+    def luminance(colour: str) -> float:
+        channels = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+        linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    light, dark = sorted((luminance(foreground), luminance(background)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_header_has_target_windows_in_utc_with_local_offset_and_tool_version(result: TriageResult) -> None:
+    header = display.header_html(result, local=INDIA)
+    assert f"Incident report: {NS}/{ISVC}" in header
+    assert "2026-01-15 11:00:00 UTC to 2026-01-15 12:00:00 UTC (60 min)" in header  # analysis window
+    assert "local: 2026-01-15 16:30:00 IST, UTC+05:30 to 2026-01-15 17:30:00 IST, UTC+05:30" in header
+    assert "2026-01-15 11:15:00 UTC to 2026-01-15 11:45:00 UTC (30 min)" in header  # incident window
+    assert "2026-01-15 12:05:00 UTC" in header and "(local: 2026-01-15 17:35:00 IST, UTC+05:30)" in header
+    assert f"kserve-runbook {__version__}" in header
+    assert "cluster: bundle, prometheus: bundle" in header and "kubernetes 1.31" in header
+    assert "The host that wrote this report is on UTC+05:30 (IST)" in header
+    in_utc = display.header_html(result, local=timezone.utc)
+    assert "local:" not in in_utc and "is on UTC+00:00;" in in_utc  # nothing to convert
+
+
+def test_severity_is_shown_by_text_glyph_and_colour_with_enough_contrast() -> None:
+    words = {display.badge(look) for look in display.SEVERITY_LOOKS.values()}
+    assert {re.sub("<[^>]+>", "", word) for word in words} == {"✖ CRITICAL", "▲ WARNING", "● INFO"}
+    for look in [*display.SEVERITY_LOOKS.values(), *display.STATUS_LOOKS.values()]:
+        assert _contrast(look.foreground, look.background) >= 4.5, look  # WCAG AA for normal text
+        assert _contrast(look.foreground, "#ffffff") >= 4.5, look  # still readable when print drops the fill
+
+
+def test_verdict_comes_with_ranked_causes_linked_to_their_findings_and_the_impact(result: TriageResult) -> None:
+    verdict = display.verdict_html(result)
+    assert re.sub("<[^>]+>", "", verdict).startswith(
+        "VerdictMost likely root cause: ✖ CRITICAL PORT_MISMATCH: vLLM listens on 8000"
+    )
+    assert verdict.index('href="#finding-PORT_MISMATCH"') < verdict.index('href="#finding-ENDPOINTS_NONE_READY"')
+    assert "about 2,400 in the window (11.8% of all requests)" in verdict
+    steps = "".join(display.step_html(result, step.id) for step in STEPS)
+    assert 'id="finding-PORT_MISMATCH"' in steps and 'id="finding-ENDPOINTS_NONE_READY"' in steps
+
+
+def test_each_patch_is_shown_with_its_apply_and_roll_back_commands(result: TriageResult) -> None:
+    with_commands = Finding(
+        "PORT_MISMATCH",
+        "t",
+        "s",
+        remediation="Add --port=8080.\nApply:\n  kubectl patch a b --type merge -p '{}'\nRoll back:\n  kubectl patch a b -p 'x'",
+        patch=Patch(f"InferenceService.serving.kserve.io/{NS}/{ISVC}", PORT_PATCH),
+    )
+    remedy = display.split_remediation(with_commands.remediation)
+    assert remedy == display.Remedy(
+        "Add --port=8080.", "kubectl patch a b --type merge -p '{}'", "kubectl patch a b -p 'x'"
+    )
+    markup = display.commands_html(with_commands)
+    assert markup.index(">Apply<") < markup.index("kubectl patch a b --type merge") < markup.index(">Roll back<")
+    bare = Finding("PORT_MISMATCH", "t", "s", remediation="Add --port=8080.", patch=with_commands.patch)
+    fallback = display.commands_html(bare)
+    assert f"kubectl patch inferenceservice.serving.kserve.io {ISVC} -n {NS} --type merge --patch-file patch.yaml" in (
+        fallback
+    )
+    assert "kubectl replace -f before.yaml" in fallback
+    closing = display.root_causes_html(result)
+    assert closing.index("PORT_MISMATCH") < closing.index("ENDPOINTS_NONE_READY")
+
+
+def _internal_links(page: str) -> tuple[set[str], set[str]]:
+    """(targets of href="#..." links, ids on the page)."""
+    return set(re.findall(r'href=["\']#([^"\']+)["\']', page)), set(re.findall(r'id=["\']([^"\']+)["\']', page))
+
+
+@pytest.mark.parametrize("name", [spec.name for spec in list_scenarios()])
+def test_every_scenario_renders_commands_for_its_patches_and_links_that_resolve(name: str) -> None:
+    result = run(TriageParams(bundle=str(scenario_bundle(name))))
+    page = (
+        display.header_html(result)
+        + display.coverage_html(result)
+        + display.verdict_html(result)
+        + "".join(display.step_html(result, step.id) for step in STEPS)
+        + display.root_causes_html(result)
+    )
+    links, ids = _internal_links(page)
+    assert links <= ids, links - ids
+    for finding in result.findings:
+        assert f"code-{finding.code}" in ids and f"code-{finding.code}" in links
+        if finding.patch is not None:
+            remedy = display.split_remediation(finding.remediation)
+            assert remedy.apply.startswith("kubectl ") and remedy.rollback.startswith("kubectl "), finding.code
+
+
+def _notebook_with_header() -> Any:
+    import nbformat
+
+    v4 = nbformat.v4
+    header = v4.new_output(
+        "display_data", data={"text/html": "<h1>Incident report</h1>"}, metadata={report.ROLE_KEY: report.HEADER_ROLE}
+    )
+    verdict = v4.new_output("display_data", data={"text/html": "<h2>Verdict</h2>"})
+    notebook = v4.new_notebook(
+        cells=[
+            v4.new_markdown_cell("# Triage: vLLM on KServe\n\nSet the parameters below."),
+            v4.new_code_cell("namespace = ''", metadata={"tags": ["parameters"]}),
+            v4.new_code_cell("bundle = 'x'", metadata={"tags": ["injected-parameters"]}),
+            v4.new_markdown_cell("## Run the triage"),
+            v4.new_code_cell(
+                "triage = start_triage()",
+                outputs=[v4.new_output("display_data", data={"text/html": "<p>read these steps first</p>"})],
+            ),
+            v4.new_markdown_cell("## Coverage and incident timeline"),
+            v4.new_code_cell("show_coverage(triage)", outputs=[header, verdict]),
+            v4.new_markdown_cell("## Step 1: Endpoints"),
+            v4.new_code_cell("show_step(triage, 'endpoints')", outputs=[v4.new_output("stream", text="ok")]),
+            v4.new_markdown_cell("## A section that shows nothing"),
+            v4.new_code_cell("pass"),
+        ],
+        metadata={
+            "papermill": {
+                "parameters": {
+                    "bundle": "/tmp/b",
+                    "prometheus": "https://oncall:hunter2@prom.example:9090/api?token=abc",
+                    "since": "",
+                    "interactive": False,
+                    "out_dir": "/tmp/out",
+                    "incident_start": "2026-01-15T11:15:00Z",
+                }
+            }
+        },
+    )
+    return notebook
+
+
+def test_report_view_opens_with_the_header_and_drops_what_only_a_notebook_needs() -> None:
+    view = report.report_view(_notebook_with_header())
+    sources = [cell.source for cell in view.cells]
+    assert sources == [
+        "show_coverage(triage)",
+        "triage = start_triage()",
+        "## Step 1: Endpoints",
+        "show_step(triage, 'endpoints')",
+    ]
+    outputs = view.cells[0].outputs
+    assert [output.data["text/html"][:12] for output in outputs] == ["<h1>Incident", '<div class="', "<h2>Verdict<"]
+    parameters = outputs[1].data["text/html"]
+    assert "bundle=/tmp/b" in parameters and "incident_start=2026-01-15T11:15:00Z" in parameters
+    assert "prometheus=https://prom.example:9090/api<" in parameters  # no credentials, no query string
+    assert "hunter2" not in parameters and "token" not in parameters
+    assert "out_dir" not in parameters and "interactive" not in parameters and "since" not in parameters
 
 
 def test_external_reference_scanner_catches_cdn_assets() -> None:
@@ -410,6 +549,28 @@ def test_report_html_from_the_executed_runbook(tmp_path: Path) -> None:
     for number, step in enumerate(STEPS, 1):
         assert f"Step {number}: {step.title}" in page
     assert page.count("<svg") >= 2  # incident timeline and step charts, inlined
+    assert f"<title>Incident report: {NS}/{ISVC}</title>" in page
+    # An incident report, not a notebook: header, coverage and verdict before the steps; no title cell,
+    # no "Run the triage" section; the run parameters papermill recorded under the header.
+    text = re.sub(r"<[^>]+>", " ", page)
+    order = [
+        f"Incident report: {NS}/{ISVC}",
+        "Run parameters:",
+        "Coverage: could not see everything.",
+        "Verdict",
+        "Most likely root cause:",
+        "Incident timeline",
+        "Step 1: Endpoints and routing",
+        "Step 9: Timeouts",
+        "Finding codes in this report",
+    ]
+    positions = [text.index(marker) for marker in order]
+    assert positions == sorted(positions)
+    assert "Run the triage" not in text and "This runbook diagnoses" not in text
+    assert "incident_start=2026-01-15T11:15:00Z" in text and "kserve-runbook 0.1.0" in text
+    assert "✖ CRITICAL" in page
+    links, ids = _internal_links(page)
+    assert links and links <= ids, links - ids  # every in-page link has its anchor: they work offline
     assert report.external_references(page) == []
     assert not re.search(r"<(script|link)[^>]+(src|href)=[\"']?(https?:)?//", page)
     assert "forbidden (403): Node" in page
@@ -437,11 +598,3 @@ def test_render_html_refuses_remote_assets(tmp_path: Path) -> None:
     with pytest.raises(RunbookError, match="would load from the network"):
         report.render_html(source, tmp_path / "report.html")
     assert not (tmp_path / "report.html").exists()
-
-
-def test_frame_is_long_format() -> None:
-    frame = charts._frame([(WINDOW.start.timestamp(), "a", 1.0), (WINDOW.start.timestamp(), "b", float("nan"))])
-    assert list(frame.columns) == charts.COLUMNS
-    assert len(frame) == 1 and frame["utc"][0] == "2026-01-15 11:00:00 UTC"
-    assert isinstance(frame["time"][0], pd.Timestamp) and frame["time"][0].tzinfo is not None
-    assert frame["time"][0].to_pydatetime() == datetime(2026, 1, 15, 11, tzinfo=timezone.utc)
