@@ -29,18 +29,14 @@ from nbhelpers import kube, report
 from nbhelpers.evidence import Evidence
 from nbhelpers.findings import CATALOG, STEP_ORDER, Severity, reachable
 from nbhelpers.scenarios import ScenarioSpec, list_scenarios, load_spec, scenario_bundle
+from nbhelpers.symptoms import SYMPTOMS
 from nbhelpers.triage import TriageParams, TriageResult, run
 
 NOTHING_WRONG = "NOTHING_WRONG"
 NOTHING_WRONG_TEXT = "nothing is wrong: the service is healthy"
 CHOICE_COUNT = 5
 # The steps whose findings can produce each reported symptom: distractors come from there first.
-SYMPTOM_STEPS: dict[str, tuple[str, ...]] = {
-    "503": ("endpoints", "probes", "ports", "resources", "cold_start"),
-    "504": ("cold_start", "scale_target", "queue_vs_oom", "timeouts"),
-    "OOM": ("resources", "queue_vs_oom"),
-    "HPA not scaling": ("metric_pipeline", "scale_target", "resources"),
-}
+SYMPTOM_STEPS: dict[str, tuple[str, ...]] = {symptom.scenario_symptom: symptom.steps for symptom in SYMPTOMS}
 # Normal events that matter in an incident; every Warning event counts as notable.
 NOTABLE_NORMAL_REASONS = frozenset({"Killing", "NotTriggerScaleUp", "TriggeredScaleUp", "ScaleDown"})
 MAX_EVENT_LINES = 5

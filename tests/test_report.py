@@ -543,7 +543,7 @@ def test_report_html_from_the_executed_runbook(tmp_path: Path) -> None:
     html_path = report.render_html(executed, tmp_path / "report.html")
     page = html_path.read_text()
 
-    assert "triage_from_parameters" not in page and 'show_step(result, "' not in page  # no code
+    assert "start_triage(" not in page and 'show_step(triage, "' not in page  # no code cells
     assert 'class="jp-InputPrompt' not in page and "In&nbsp;[" not in page  # no input prompts
     assert 'class="jp-CodeMirrorEditor' not in page and 'class="jp-InputArea-editor' not in page
     for number, step in enumerate(STEPS, 1):
