@@ -17,6 +17,7 @@ import click
 
 from nbhelpers import __version__
 from nbhelpers.errors import RunbookError
+from nbhelpers.whatif_cli import whatif
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -60,10 +61,34 @@ def _report_options(function: F) -> F:
         click.option("--deadline", default="", help="Overall time limit for the run, e.g. 300s."),
         click.option("--ignore", multiple=True, help="Report this finding code as info (repeatable)."),
         click.option("--quiet", "-q", is_flag=True, help="No progress output."),
+        FAIL_ON_PARTIAL,
     ]
     for option in reversed(options):
         function = option(function)
     return function
+
+
+FAIL_ON_PARTIAL = click.option(
+    "--fail-on-partial",
+    is_flag=True,
+    help="Exit 1, with the reason on stderr, when the run could not see everything (partial: true), "
+    "even if nothing critical was found: for automation that must not mistake blindness for health.",
+)
+
+
+def _fail_if_partial(options: dict[str, Any], partial: bool, reason: str) -> None:
+    """With --fail-on-partial, a partial run exits 1 (DESIGN §4.1 keeps 2 for runs that could not start)."""
+    if partial and options.get("fail_on_partial"):
+        click.echo(f"kserve-runbook: partial result (--fail-on-partial): {reason}", err=True)
+        sys.exit(1)
+
+
+def _coverage_line(summary: Path) -> str:
+    """The coverage line summary.md opens with (what could not be seen, and why)."""
+    for line in summary.read_text(encoding="utf-8").splitlines():
+        if line.startswith("_Coverage"):
+            return line.strip("_")
+    return "Coverage: unknown (summary.md has no coverage line)"
 
 
 def _params(options: dict[str, Any]) -> Any:
@@ -89,8 +114,11 @@ def _run_report(options: dict[str, Any], always_zero: bool = False) -> None:
     report = headless.execute(params, out_dir, show_progress)
     critical = sum(1 for finding in report.findings["findings"] if finding["severity"] == "critical")
     causes = ", ".join(report.findings["root_causes"]) or "none"
+    coverage = _coverage_line(out_dir / "summary.md")
+    click.echo(coverage)
     click.echo(f"report: {out_dir / 'report.html'}")
     click.echo(f"root causes: {causes} ({critical} critical findings)")
+    _fail_if_partial(options, bool(report.findings.get("partial")), coverage)
     sys.exit(0 if always_zero or not report.has_critical else 1)
 
 
@@ -112,6 +140,7 @@ def triage(**options: Any) -> None:
 @_live_options
 @click.option("--bundle", default="", help="Re-capture from an existing bundle (e.g. to narrow the window).")
 @click.option("--out", required=True, help="Bundle to write: a new directory, or a path ending in .tar.gz.")
+@FAIL_ON_PARTIAL
 def capture(**options: Any) -> None:
     """Write an evidence bundle (secrets redacted) to re-run the triage offline."""
     from nbhelpers.capture import write_bundle
@@ -122,8 +151,38 @@ def capture(**options: Any) -> None:
         raise RunbookError(f"--out {destination} exists and is not empty: choose a new path")
     evidence = collect(_params(options))
     written = write_bundle(evidence, destination, evidence.observed_at)
-    missing = len(evidence.failures())
-    click.echo(f"bundle: {written} ({missing} reads failed; see manifest.json)")
+    failed = evidence.failures()
+    click.echo(f"bundle: {written} ({len(failed)} reads failed; see manifest.json)")
+    listed = ", ".join(f"{record.status} on {record.what}" for record in failed[:5])
+    _fail_if_partial(options, bool(failed), f"{len(failed)} reads failed: {listed}")
+
+
+@cli.command("fleet")
+@_live_options
+@click.option("--all-namespaces", "-A", is_flag=True, help="Every namespace (one cluster-wide list).")
+@click.option("--out", default="", help="Output folder (must be new or empty).")
+@click.option("--notebooks", is_flag=True, help="Also run the notebook per service (report.html, triage.ipynb).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+def fleet_command(**options: Any) -> None:
+    """Triage every InferenceService of a namespace (or all): files per service, fleet.md worst first."""
+    from nbhelpers.fleet import FleetRequest, run_fleet
+
+    show_progress = not options["quiet"] and sys.stderr.isatty()
+    request = FleetRequest(
+        triage=_params(options),
+        all_namespaces=options["all_namespaces"],
+        out=options["out"],
+        notebooks=options["notebooks"],
+        progress=(lambda message: click.echo(message, err=True)) if show_progress else None,
+    )
+    result = run_fleet(request)
+    totals = result.totals()
+    click.echo(f"fleet: {result.out_dir / 'fleet.md'}")
+    click.echo(
+        f"{totals['services']} InferenceService(s): {totals['critical']} critical, {totals['error']} not triaged, "
+        f"{totals['warning']} warning only, {totals['partial']} partial"
+    )
+    sys.exit(result.exit_code)
 
 
 @cli.command()
@@ -195,19 +254,14 @@ def _run_scenario(name: str, out: str, quiet: bool) -> None:
 @cli.command()
 @click.argument("code", required=False)
 def codes(code: str | None) -> None:
-    """The finding-code reference: severity, step, meaning and cause edges."""
-    from nbhelpers.findings import CATALOG, CAUSE_EDGES
+    """The finding-code reference: meaning, why, how to fix, evidence read, cause edges."""
+    from nbhelpers import code_reference
 
-    if code and code not in CATALOG:
-        raise RunbookError(f"unknown code {code!r}: run 'kserve-runbook codes' for the list")
-    for info in [CATALOG[code]] if code else CATALOG.values():
-        click.echo(f"{info.code}  [{info.severity.value}, step {info.step}]  {info.meaning}")
-        if code:
-            click.echo(f"\n{info.reference}\n")
-            explains = ", ".join(sorted(CAUSE_EDGES[info.code])) or "nothing"
-            explained_by = ", ".join(sorted(c for c, targets in CAUSE_EDGES.items() if info.code in targets))
-            click.echo(f"explains: {explains}")
-            click.echo(f"explained by: {explained_by or 'nothing'}")
+    if code:
+        click.echo(code_reference.reference_text(code))
+        return
+    for entry in code_reference.all_references():
+        click.echo(code_reference.catalog_line(entry))
 
 
 @cli.command()
@@ -246,6 +300,9 @@ def kvcache(**options: Any) -> None:
         click.echo(json.dumps(report.contract_json(), indent=2))
     else:
         click.echo(kvcache_cli.render(report))
+
+
+cli.add_command(whatif)
 
 
 def main() -> None:

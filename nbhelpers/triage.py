@@ -16,7 +16,7 @@ from typing import Any
 
 from nbhelpers import __version__, kube
 from nbhelpers.checks import STEPS, CheckFunction, StepInfo, check_for
-from nbhelpers.errors import EvidenceMissing, RunbookError, StepSkipped
+from nbhelpers.errors import BundleError, EvidenceMissing, RunbookError, StepSkipped
 from nbhelpers.evidence import Evidence, SiteConfig, Target, gather
 from nbhelpers.findings import Finding, Severity, apply_ignores, rank_root_causes
 from nbhelpers.sources.base import ClusterSource, MetricsSource
@@ -167,8 +167,13 @@ def ignored_codes(params: TriageParams, evidence: Evidence) -> dict[str, str]:
     return ignored
 
 
-def open_sources(params: TriageParams) -> tuple[ClusterSource, MetricsSource | None, Target, Window]:
-    """Build the sources and resolve target and window. Raises ``RunbookError`` for bad input."""
+def open_sources(
+    params: TriageParams, deadline: float | None = None
+) -> tuple[ClusterSource, MetricsSource | None, Target, Window]:
+    """Build the sources and resolve target and window. Raises ``RunbookError`` for bad input.
+
+    ``deadline`` (a ``time.monotonic()`` moment) bounds every live request: none is sent after it.
+    """
     timeout = parse_duration(params.request_timeout).total_seconds()
     if params.bundle:
         from nbhelpers.sources.bundle import open_bundle
@@ -182,24 +187,39 @@ def open_sources(params: TriageParams) -> tuple[ClusterSource, MetricsSource | N
             window = manifest.window
         metrics: MetricsSource | None = bundle_metrics if bundle_metrics.index else None
         if params.prometheus:
-            metrics = _live_metrics(params, timeout)
+            metrics = _live_metrics(params, timeout, deadline)
         return cluster, metrics, target, window
     if not params.namespace or not params.isvc:
         raise RunbookError("--namespace and --isvc are required without --bundle")
+    live = open_live_sources(params, deadline)
+    return live.cluster, live.metrics, Target(params.namespace, params.isvc), live.window
+
+
+def open_live_sources(params: TriageParams, deadline: float | None = None) -> SharedSources:
+    """The live cluster, Prometheus (with ``--prometheus``) and the window (now is read here, once).
+
+    Raises ``RunbookError`` for bad input; the caller closes the sources.
+    """
     from nbhelpers.sources.cluster_live import LiveCluster
 
-    live = LiveCluster(kubeconfig=params.kubeconfig or None, context=params.context or None, timeout_seconds=timeout)
-    now = datetime.now(timezone.utc)
-    window = resolve_window(now, params.since or None, params.start or None, params.end or None)
-    return (
-        live,
-        (_live_metrics(params, timeout) if params.prometheus else None),
-        Target(params.namespace, params.isvc),
-        window,
+    timeout = parse_duration(params.request_timeout).total_seconds()
+    live = LiveCluster(
+        kubeconfig=params.kubeconfig or None,
+        context=params.context or None,
+        timeout_seconds=timeout,
+        deadline=deadline,
     )
+    try:
+        now = datetime.now(timezone.utc)
+        window = resolve_window(now, params.since or None, params.start or None, params.end or None)
+        metrics = _live_metrics(params, timeout, deadline) if params.prometheus else None
+    except BaseException:
+        live.close()
+        raise
+    return SharedSources(live, metrics, window)
 
 
-def _live_metrics(params: TriageParams, timeout: float) -> MetricsSource:
+def _live_metrics(params: TriageParams, timeout: float, deadline: float | None = None) -> MetricsSource:
     from nbhelpers.sources.metrics_live import LiveMetrics
 
     token = ""
@@ -220,6 +240,7 @@ def _live_metrics(params: TriageParams, timeout: float) -> MetricsSource:
         headers=headers,
         verify=not params.prometheus_insecure,
         timeout_seconds=timeout,
+        deadline=deadline,
     )
 
 
@@ -247,10 +268,27 @@ def observed_at_for(cluster: ClusterSource, params: TriageParams, window: Window
     return window.end
 
 
+@dataclass(frozen=True)
+class SharedSources:
+    """Sources opened once by a caller that triages many services (``fleet``), and the window they share.
+
+    ``run()`` reads through them as given and leaves them open; the target still comes from the params.
+    """
+
+    cluster: ClusterSource
+    metrics: MetricsSource | None
+    window: Window
+
+
 @contextmanager
-def opened_sources(params: TriageParams) -> Iterator[tuple[ClusterSource, MetricsSource | None, Target, Window]]:
-    """:func:`open_sources`, closing the sources' connections afterwards."""
-    cluster, metrics, target, window = open_sources(params)
+def opened_sources(
+    params: TriageParams, shared: SharedSources | None = None, deadline: float | None = None
+) -> Iterator[tuple[ClusterSource, MetricsSource | None, Target, Window]]:
+    """:func:`open_sources`, closing the sources' connections afterwards (``shared`` ones stay open)."""
+    if shared is not None:
+        yield shared.cluster, shared.metrics, Target(params.namespace, params.isvc), shared.window
+        return
+    cluster, metrics, target, window = open_sources(params, deadline)
     try:
         yield cluster, metrics, target, window
     finally:
@@ -259,10 +297,34 @@ def opened_sources(params: TriageParams) -> Iterator[tuple[ClusterSource, Metric
             metrics.close()
 
 
-def collect(params: TriageParams, progress: Progress | None = None) -> Evidence:
-    """Open the sources and gather the evidence (shared by ``run`` and ``capture``)."""
+@contextmanager
+def _malformed_bundle(params: TriageParams) -> Iterator[None]:
+    """Turn a crash on a hand-edited bundle into a one-line ``BundleError``.
+
+    The bundle reader checks the fields every object has; a field deeper down with the wrong type (a
+    list where the API server always writes an object) is only met while reading. Live answers come
+    from the API server's schemas, so for them such an error stays a bug and is not caught here.
+    """
+    try:
+        yield
+    except (TypeError, AttributeError, KeyError, ValueError) as error:
+        if not params.bundle:
+            raise
+        raise BundleError(
+            f"bundle {params.bundle} holds an object with a field of the wrong type "
+            f"({type(error).__name__}: {error}): was it edited by hand?"
+        ) from None
+
+
+def collect(
+    params: TriageParams,
+    progress: Progress | None = None,
+    shared: SharedSources | None = None,
+    deadline: float | None = None,
+) -> Evidence:
+    """Open the sources (unless ``shared``) and gather the evidence (shared by ``run`` and ``capture``)."""
     notify = progress or (lambda _event, _message: None)
-    with opened_sources(params) as (cluster, metrics, target, window):
+    with opened_sources(params, shared, deadline) as (cluster, metrics, target, window), _malformed_bundle(params):
         return gather(
             cluster,
             metrics,
@@ -281,13 +343,19 @@ def collect(params: TriageParams, progress: Progress | None = None) -> Evidence:
 
 
 def run(
-    params: TriageParams, progress: Progress | None = None, clock: Callable[[], datetime] | None = None
+    params: TriageParams,
+    progress: Progress | None = None,
+    clock: Callable[[], datetime] | None = None,
+    shared: SharedSources | None = None,
 ) -> TriageResult:
-    """Triage one InferenceService: every step runs, whatever earlier steps found."""
+    """Triage one InferenceService: every step runs, whatever earlier steps found.
+
+    ``shared``: read through sources the caller already opened (``fleet``) instead of opening new ones.
+    """
     now = clock or (lambda: datetime.now(timezone.utc))
     incident = incident_window(params)
     deadline = time.monotonic() + parse_duration(params.deadline).total_seconds() if params.deadline else None
-    evidence = collect(params, progress)
+    evidence = collect(params, progress, shared, deadline)
     ignored = ignored_codes(params, evidence)
     steps: list[StepResult] = []
     deadline_hit = False

@@ -59,3 +59,21 @@ def connect() -> Iterator[Callable[..., LiveCluster]]:
 
 
 # --- end of the fixture API server block ------------------------------------------------------------
+
+
+# --- fleet cluster (tests/test_fleet.py): several InferenceServices in two namespaces ----------------
+
+FLEET_LOG_FORBIDDEN = "/api/v1/namespaces/llm/pods/vllm-llm-predictor-*/log"
+
+
+@pytest.fixture
+def fleet_api(fake_api: FakeApiServer) -> FakeApiServer:
+    """Four services in two namespaces: ``llm/vllm-llm`` healthy but its logs forbidden (a partial run),
+    ``llm/qwen-chat`` scaled to zero with no GPU requested (critical), ``team-b/summarize`` healthy,
+    ``team-b/chat`` listening on 8000 behind containerPort 8080 (PORT_MISMATCH, critical)."""
+    fake_api.load(CLUSTER_FIXTURES / "common", CLUSTER_FIXTURES / "serverless", CLUSTER_FIXTURES / "fleet")
+    fake_api.inject(FLEET_LOG_FORBIDDEN, status=403)
+    return fake_api
+
+
+# --- end of the fleet cluster block ------------------------------------------------------------------

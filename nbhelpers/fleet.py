@@ -1,0 +1,466 @@
+"""``kserve-runbook fleet``: triage every InferenceService of a namespace, or of the cluster (DESIGN §3.1, §4.1).
+
+One LIST finds the services (per namespace, or one cluster-wide LIST with
+``--all-namespaces``). Each service then goes through ``triage.run()``
+in-process, over one API client and one Prometheus client, and gets
+``<namespace>/<isvc>/findings.json`` and ``summary.md``; with ``--notebooks``
+the headless notebook run of ``triage`` writes those two and adds
+``triage.ipynb`` and ``report.html`` (each notebook opens its own connections).
+
+Reads that do not depend on the service are made once per fleet (see
+:class:`SharedReads`). A service whose triage raises is recorded with status
+``error`` and the reason, and the fleet goes on.
+
+The index is ``fleet.json`` (schema ``kserve-runbook/fleet/v1``) and
+``fleet.md``, both worst service first: critical findings, then services that
+could not be triaged, then warnings, then the rest (a partial run before a
+complete one). ``fleet.json`` holds ``scope``, ``window``, ``sources``,
+``totals`` and ``services``: one entry each with ``namespace``, ``isvc``,
+``status`` (complete | partial | error), ``partial`` (true unless complete), ``reason`` (why it could
+not be triaged), ``counts`` by severity, ``top_root_cause``, ``root_causes``,
+``deployment_mode`` and ``path`` (its folder, relative to the index; null when
+nothing was written).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+from nbhelpers import __version__, kube, report
+from nbhelpers.errors import ReadFailed, RunbookError
+from nbhelpers.evidence import Target, require_isvc
+from nbhelpers.sources import kinds
+from nbhelpers.sources.base import ClusterSource, KubeObject, LogRequest
+from nbhelpers.sources.kinds import Kind
+from nbhelpers.timeutil import Window, format_time
+from nbhelpers.triage import SharedSources, TriageParams, open_live_sources, run
+
+FLEET_SCHEMA_ID = "kserve-runbook/fleet/v1"
+SEVERITIES = ("critical", "warning", "info")
+MAX_LISTED = 8  # services named in one coverage note before "and N more"
+_TIERS = {"critical": 0, "error": 1, "warning": 2, "clean": 3}
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class FleetRequest:
+    """What to triage and where to write: ``triage`` carries the live options and the window."""
+
+    triage: TriageParams
+    all_namespaces: bool = False
+    out: str = ""
+    notebooks: bool = False
+    progress: Callable[[str], None] | None = None
+
+    @property
+    def scope_label(self) -> str:
+        return "all namespaces" if self.all_namespaces else f"namespace {self.triage.namespace}"
+
+
+def check_request(request: FleetRequest) -> None:
+    """Refuse contradictory or missing options before anything is opened (``RunbookError``)."""
+    params = request.triage
+    if params.isvc:
+        raise RunbookError("fleet triages every InferenceService in its scope: drop --isvc (or use triage for one)")
+    if params.namespace and request.all_namespaces:
+        raise RunbookError("--namespace and --all-namespaces exclude each other: pass one")
+    if not params.namespace and not request.all_namespaces:
+        raise RunbookError("pass --namespace NS, or --all-namespaces for every namespace")
+    out = Path(request.out) if request.out else None
+    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise RunbookError(f"--out {out} exists and is not empty: choose a new folder")
+
+
+# ------------------------------------------------------------------------------------------ shared reads
+
+
+def _remembered(store: dict[K, V | ReadFailed], key: K, read: Callable[[], V]) -> V:
+    """``read()`` once per key; a failure is remembered and raised again as a fresh ``ReadFailed``."""
+    if key not in store:
+        try:
+            store[key] = read()
+        except ReadFailed as failure:
+            store[key] = failure
+    value = store[key]
+    if isinstance(value, ReadFailed):
+        raise ReadFailed(value.what, value.status, value.reason)
+    return value
+
+
+class SharedReads:
+    """A :class:`~nbhelpers.sources.base.ClusterSource` that answers a repeated read from memory.
+
+    Triage asks the same questions for every service: the nodes, the APIServices, KServe's and
+    Knative's config maps, API discovery, and, for services of one namespace, the same namespace-wide
+    lists (Services, Endpoints, HTTPRoutes, events ...). A fleet reads each of those once. Lists by a
+    service's label are asked once anyway. Passed through every time: logs, and the GET of an
+    InferenceService (the freshest state; a service deleted since the fleet listed it is reported as
+    such). A failed read is remembered too, so a forbidden or slow kind costs one request per fleet, not
+    one per service.
+
+    Objects are shared between services: callers must not modify them (``gather()`` only reads what a
+    source returns and redacts it into copies before any check sees it).
+    """
+
+    def __init__(self, cluster: ClusterSource) -> None:
+        self.mode = cluster.mode
+        self._cluster = cluster
+        self._lists: dict[tuple[Kind, str | None, str | None], list[KubeObject] | ReadFailed] = {}
+        self._gets: dict[tuple[Kind, str | None, str], KubeObject | ReadFailed | None] = {}
+        self._version: dict[str, str | ReadFailed | None] = {}
+
+    def server_version(self) -> str | None:
+        return _remembered(self._version, "version", self._cluster.server_version)
+
+    def list(self, kind: Kind, namespace: str | None, label_selector: str | None = None) -> list[KubeObject]:
+        key = (kind, namespace, label_selector)
+        found = _remembered(self._lists, key, lambda: self._cluster.list(kind, namespace, label_selector))
+        return [*found]
+
+    def get(self, kind: Kind, namespace: str | None, name: str) -> KubeObject | None:
+        if kind == kinds.INFERENCE_SERVICE:
+            return self._cluster.get(kind, namespace, name)
+        return _remembered(self._gets, (kind, namespace, name), lambda: self._cluster.get(kind, namespace, name))
+
+    def logs(self, request: LogRequest) -> str:
+        return self._cluster.logs(request)
+
+    def release(self, namespace: str) -> None:
+        """Forget what was read in ``namespace`` once its services are done (memory stays flat)."""
+        self._lists = {key: value for key, value in self._lists.items() if key[1] != namespace}
+        self._gets = {key: value for key, value in self._gets.items() if key[1] != namespace}
+
+    def close(self) -> None:
+        self._cluster.close()
+
+
+def list_services(cluster: ClusterSource, namespace: str | None) -> list[tuple[str, str]]:
+    """(namespace, name) of every InferenceService in ``namespace`` (``None``: all), sorted; one LIST."""
+    where = f"in namespace {namespace!r}" if namespace else "in any namespace"
+    try:
+        found = cluster.list(kinds.INFERENCE_SERVICE, namespace)
+    except ReadFailed as failure:
+        if failure.status == "not_installed":
+            raise RunbookError(
+                "the InferenceService CRD (serving.kserve.io) is not installed in this cluster"
+            ) from None
+        if failure.status in ("unreachable", "timeout"):
+            raise RunbookError(failure.reason) from None
+        raise RunbookError(f"cannot list InferenceServices {where}: {failure.reason}") from None
+    if not found:
+        hint = "" if namespace is None else " (--all-namespaces looks everywhere)"
+        raise RunbookError(f"no InferenceService {where}: nothing to triage{hint}")
+    return sorted((kube.namespace(obj), kube.name(obj)) for obj in found)
+
+
+# ------------------------------------------------------------------------------------------ one service
+
+
+@dataclass(frozen=True)
+class ServiceEntry:
+    """One service's line in the fleet index."""
+
+    namespace: str
+    isvc: str
+    status: str  # complete | partial | error
+    reason: str = ""  # why it could not be triaged (status error)
+    counts: Mapping[str, int] = field(default_factory=lambda: dict.fromkeys(SEVERITIES, 0))
+    root_causes: tuple[str, ...] = ()
+    deployment_mode: str = "unknown"
+    path: str | None = None  # the service's folder relative to the fleet folder; None when nothing was written
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.isvc}"
+
+    @property
+    def partial(self) -> bool:
+        return self.status != "complete"
+
+    @property
+    def tier(self) -> str:
+        """critical | error | warning | clean: the order of the index."""
+        if self.counts["critical"]:
+            return "critical"
+        if self.status == "error":
+            return "error"
+        return "warning" if self.counts["warning"] else "clean"
+
+    def sort_key(self) -> tuple[int, int, int, bool, str, str]:
+        """Worst first; among equals a partial run before a complete one, then by name."""
+        return (
+            _TIERS[self.tier],
+            -self.counts["critical"],
+            -self.counts["warning"],
+            not self.partial,
+            self.namespace,
+            self.isvc,
+        )
+
+    def headline(self) -> str:
+        if self.status == "error":
+            return f"error: {self.reason}"
+        counted = ", ".join(f"{self.counts[level]} {level}" for level in ("critical", "warning") if self.counts[level])
+        text = counted or "no critical or warning finding"
+        if self.root_causes:
+            text += f"; top root cause {self.root_causes[0]}"
+        return text + (" (partial)" if self.partial else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "isvc": self.isvc,
+            "status": self.status,
+            "partial": self.partial,
+            "reason": self.reason,
+            "counts": dict(self.counts),
+            "top_root_cause": self.root_causes[0] if self.root_causes else None,
+            "root_causes": list(self.root_causes),
+            "deployment_mode": self.deployment_mode,
+            "path": self.path,
+        }
+
+
+def entry_from_findings(document: Mapping[str, Any], path: str) -> ServiceEntry:
+    """The index entry of a written ``findings.json`` document."""
+    counts = dict.fromkeys(SEVERITIES, 0)
+    for finding in document.get("findings") or []:
+        counts[str(finding["severity"])] += 1
+    target = document.get("target") or {}
+    return ServiceEntry(
+        namespace=str(target.get("namespace")),
+        isvc=str(target.get("isvc")),
+        status="partial" if document.get("partial") else "complete",
+        counts=counts,
+        root_causes=tuple(document.get("root_causes") or ()),
+        deployment_mode=str(target.get("deployment_mode") or "unknown"),
+        path=path,
+    )
+
+
+def _failure_reason(error: Exception) -> str:
+    text = " ".join(str(error).split())
+    return text if isinstance(error, RunbookError) else f"{type(error).__name__}: {text}"
+
+
+def triage_service(request: FleetRequest, shared: SharedSources, target: Target, fleet_dir: Path) -> ServiceEntry:
+    """Triage one service into ``<fleet_dir>/<namespace>/<isvc>/``; an exception becomes an ``error`` entry."""
+    relative = f"{target.namespace}/{target.isvc}"
+    folder = fleet_dir / target.namespace / target.isvc
+    window = shared.window
+    params = replace(
+        request.triage,
+        namespace=target.namespace,
+        isvc=target.isvc,
+        since="",
+        start=format_time(window.start),  # every service, and every notebook, sees the same window
+        end=format_time(window.end),
+    )
+    try:
+        if request.notebooks:
+            document = _run_notebook(params, folder, shared.cluster)
+        else:
+            result = run(params, shared=shared)
+            report.write_outputs(result, folder)
+            document = result.to_json()
+    except Exception as error:  # one service's failure must not stop the fleet
+        written = folder.is_dir() and any(folder.iterdir())
+        if folder.is_dir() and not written:
+            folder.rmdir()
+        return ServiceEntry(
+            target.namespace, target.isvc, "error", _failure_reason(error), path=relative if written else None
+        )
+    return entry_from_findings(document, relative)
+
+
+def _run_notebook(params: TriageParams, folder: Path, cluster: ClusterSource) -> dict[str, Any]:
+    """The headless path of ``triage`` (papermill, nbconvert) into ``folder``; its findings.json document."""
+    from nbhelpers import headless
+
+    require_isvc(cluster, Target(params.namespace, params.isvc))  # as triage's preflight: fail before a kernel starts
+    folder.mkdir(parents=True, exist_ok=True)
+    return headless.execute(params, folder, show_progress=False).findings
+
+
+# ----------------------------------------------------------------------------------------------- fleet
+
+
+@dataclass(frozen=True)
+class FleetResult:
+    out_dir: Path
+    scope: str  # "all namespaces" | "namespace NS"
+    all_namespaces: bool
+    namespace: str
+    window: Window
+    sources: Mapping[str, str]
+    generated_at: datetime
+    entries: tuple[ServiceEntry, ...]  # worst first
+    notebooks: bool = False
+
+    @property
+    def has_critical(self) -> bool:
+        return any(entry.counts["critical"] for entry in self.entries)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.has_critical else 0
+
+    def totals(self) -> dict[str, int]:
+        totals = {"services": len(self.entries), **dict.fromkeys(_TIERS, 0), "partial": 0}
+        for entry in self.entries:
+            totals[entry.tier] += 1
+            totals["partial"] += entry.status == "partial"
+        return totals
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": FLEET_SCHEMA_ID,
+            "tool_version": __version__,
+            "generated_at": format_time(self.generated_at),
+            "scope": {"all_namespaces": self.all_namespaces, "namespace": self.namespace or None},
+            "window": self.window.to_json(),
+            "sources": dict(self.sources),
+            "totals": self.totals(),
+            "services": [entry.to_json() for entry in self.entries],
+        }
+
+
+def run_fleet(request: FleetRequest, clock: Callable[[], datetime] | None = None) -> FleetResult:
+    """List the services once, triage each one, write the index. ``RunbookError`` when it cannot run at all."""
+    check_request(request)
+    now = clock or (lambda: datetime.now(timezone.utc))
+    notify = request.progress or (lambda _message: None)
+    opened = open_live_sources(request.triage)
+    cluster = SharedReads(opened.cluster)
+    shared = SharedSources(cluster, opened.metrics, opened.window)
+    try:
+        services = list_services(cluster, None if request.all_namespaces else request.triage.namespace)
+        out_dir = _output_dir(request, now())
+        notify(f"fleet: {len(services)} InferenceService(s) in {request.scope_label} -> {out_dir}")
+        entries: list[ServiceEntry] = []
+        for index, (namespace, isvc) in enumerate(services):
+            entry = triage_service(request, shared, Target(namespace, isvc), out_dir)
+            entries.append(entry)
+            notify(f"[{index + 1}/{len(services)}] {entry.ref}: {entry.headline()}")
+            if index + 1 == len(services) or services[index + 1][0] != namespace:
+                cluster.release(namespace)
+    finally:
+        cluster.close()
+        if opened.metrics is not None:
+            opened.metrics.close()
+    result = FleetResult(
+        out_dir=out_dir,
+        scope=request.scope_label,
+        all_namespaces=request.all_namespaces,
+        namespace=request.triage.namespace,
+        window=opened.window,
+        sources={"cluster": cluster.mode, "prometheus": opened.metrics.mode if opened.metrics else "none"},
+        generated_at=now(),
+        entries=tuple(sorted(entries, key=ServiceEntry.sort_key)),
+        notebooks=request.notebooks,
+    )
+    write_index(result)
+    return result
+
+
+def _output_dir(request: FleetRequest, now: datetime) -> Path:
+    """``--out``, or ``outputs/<UTC timestamp>-fleet-<namespace|all>/`` (DESIGN §4.2)."""
+    from nbhelpers import headless
+
+    # headless names its folders <stamp>-<namespace>-<isvc>: here the two slots read "fleet" and the scope.
+    scope = "all" if request.all_namespaces else request.triage.namespace
+    return headless.output_dir(request.out or None, Target("fleet", scope), now)
+
+
+# ----------------------------------------------------------------------------------------------- index
+
+
+def write_index(result: FleetResult) -> dict[str, Path]:
+    """fleet.json and fleet.md, atomically; both are rendered before either is written."""
+    document = (json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n").encode()
+    markdown = fleet_markdown(result).encode()
+    return {
+        "fleet.json": report.write_atomic(result.out_dir / "fleet.json", document),
+        "fleet.md": report.write_atomic(result.out_dir / "fleet.md", markdown),
+    }
+
+
+def _named(entries: list[ServiceEntry], describe: Callable[[ServiceEntry], str]) -> str:
+    shown = ", ".join(describe(entry) for entry in entries[:MAX_LISTED])
+    more = len(entries) - MAX_LISTED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def coverage_caveat(result: FleetResult) -> str:
+    """What the fleet could not see: services not triaged, partial runs, no metrics."""
+    notes = []
+    errors = [entry for entry in result.entries if entry.status == "error"]
+    partial = [entry for entry in result.entries if entry.status == "partial"]
+    total = len(result.entries)
+    if errors:
+        notes.append(
+            f"{len(errors)} of {total} could not be triaged: "
+            + _named(errors, lambda entry: f"{entry.ref} ({entry.reason})")
+        )
+    if partial:
+        notes.append(
+            f"{len(partial)} of {total} ran with reads missing (partial): "
+            + _named(partial, lambda entry: entry.ref)
+            + "; each one's summary.md opens with what it could not see"
+        )
+    if result.sources.get("prometheus") == "none":
+        notes.append("no Prometheus configured (--prometheus), so nothing was judged from metrics")
+    if not notes:
+        return "Coverage: every service was triaged and every read succeeded."
+    return "Coverage: could not see everything: " + "; ".join(notes) + "."
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _row(position: int, entry: ServiceEntry, notebooks: bool) -> str:
+    if entry.status == "error":
+        run_cell = f"**error**: {_cell(entry.reason)}"
+    else:
+        run_cell = "**partial**" if entry.partial else "complete"
+    links = []
+    if entry.path is not None and entry.status != "error":
+        links.append(f"[summary]({entry.path}/summary.md)")
+        if notebooks:
+            links.append(f"[report]({entry.path}/report.html)")
+    counts = [str(entry.counts[level]) if entry.status != "error" else "–" for level in SEVERITIES]
+    top = f"`{entry.root_causes[0]}`" if entry.root_causes else "–"
+    cells = [str(position), f"{entry.ref}", entry.deployment_mode, *counts, top, run_cell, " · ".join(links) or "–"]
+    return "| " + " | ".join(cells) + " |"
+
+
+def fleet_markdown(result: FleetResult) -> str:
+    """The fleet index for people: the coverage caveat, the totals, one row per service, worst first."""
+    totals = result.totals()
+    lines = [f"# Fleet triage: {result.scope}", "", f"_{coverage_caveat(result)}_", ""]
+    lines += [
+        f"{totals['services']} InferenceService(s): {totals['critical']} with critical findings, "
+        f"{totals['error']} not triaged, {totals['warning']} with warnings only, {totals['clean']} with neither "
+        f"({totals['partial']} partial).",
+        "",
+        f"- Window: {report.window_text(result.window)}",
+        f"- Sources: cluster {result.sources.get('cluster')}, metrics {result.sources.get('prometheus')}",
+        f"- Generated: {report.utc_text(result.generated_at)}",
+        "",
+        "| # | InferenceService | mode | critical | warning | info | top root cause | run | files |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [_row(position, entry, result.notebooks) for position, entry in enumerate(result.entries, 1)]
+    lines += [
+        "",
+        "Each service's folder holds `findings.json` (schema `kserve-runbook/findings/v1`), "
+        + ("`summary.md`, `triage.ipynb` and `report.html`." if result.notebooks else "and `summary.md`."),
+    ]
+    return "\n".join(lines) + "\n"
