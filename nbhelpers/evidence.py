@@ -70,10 +70,12 @@ class ReadRecord:
     def lost(self) -> bool:
         """True when this read failed, so the run saw less than it should (the result is partial).
 
-        A source that is not configured (``skipped``) or an API group that is
-        not installed (``not_installed``) is a fact about the setup, not a loss.
+        A source that is not configured (``skipped``), an API group that is
+        not installed (``not_installed``) or a Prometheus that answered with no
+        series at all (``empty``) is a fact about the setup, not a loss; the
+        coverage line still names it.
         """
-        return self.status not in ("ok", "skipped", "not_installed")
+        return self.status not in ("ok", "skipped", "not_installed", "empty")
 
 
 @dataclass(frozen=True)
@@ -508,6 +510,17 @@ def _query_metrics(
             )
     if not any(record.what == "prometheus queries" for record in records):
         records.append(ReadRecord("prometheus", "ok"))
+    if results and all(data.status == "empty" for data in results.values()):
+        # Every query answered, none with a series: a wrong Prometheus or relabelled pods. Saying so keeps
+        # a report without a single metric from reading as "every read succeeded".
+        records.append(
+            ReadRecord(
+                "prometheus series",
+                "empty",
+                f"none of the {len(results)} queries returned a series for {target.namespace}/{target.isvc} "
+                "in the window: check that this Prometheus scrapes the service",
+            )
+        )
     return results
 
 

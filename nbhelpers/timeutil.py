@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 from nbhelpers.errors import RunbookError
 
 MAX_WINDOW = timedelta(days=7)
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d|w)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -35,18 +35,22 @@ class Window:
 def parse_duration(text: str) -> timedelta:
     """Parse a Prometheus/Go style duration such as ``90s``, ``1h30m`` or ``2d``."""
     cleaned = text.strip()
-    if cleaned.isdigit():
-        return timedelta(seconds=int(cleaned))
     position = 0
     total = 0.0
-    for match in _DURATION_PART.finditer(cleaned):
-        if match.start() != position:
-            break
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        position = match.end()
+    if cleaned.isascii() and cleaned.isdigit():  # str.isdigit alone accepts "²", which int() refuses
+        total, position = float(cleaned), len(cleaned)
+    else:
+        for match in _DURATION_PART.finditer(cleaned):
+            if match.start() != position:
+                break
+            total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+            position = match.end()
     if not cleaned or position != len(cleaned):
         raise RunbookError(f"bad duration {text!r}: use a number with a unit, e.g. 90s, 15m, 2h, 1h30m")
-    return timedelta(seconds=total)
+    try:
+        return timedelta(seconds=total)
+    except OverflowError:
+        raise RunbookError(f"duration {text!r} is too long") from None
 
 
 def parse_time(text: str, what: str = "time") -> datetime:
@@ -57,7 +61,10 @@ def parse_time(text: str, what: str = "time") -> datetime:
         raise RunbookError(f"bad {what} {text!r}: use ISO 8601 with an offset, e.g. 2026-01-01T10:00:00Z") from None
     if moment.tzinfo is None:
         raise RunbookError(f"{what} {text!r} has no UTC offset: add Z or +HH:MM")
-    return moment.astimezone(timezone.utc)
+    try:
+        return moment.astimezone(timezone.utc)
+    except OverflowError:  # 9999-12-31T23:00:00-05:00 is past the largest datetime in UTC
+        raise RunbookError(f"{what} {text!r} is out of range") from None
 
 
 def parse_k8s_time(text: str | None) -> datetime | None:
@@ -66,11 +73,11 @@ def parse_k8s_time(text: str | None) -> datetime | None:
         return None
     try:
         moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return moment.astimezone(timezone.utc)
+    except (ValueError, OverflowError):
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
 
 
 def format_time(moment: datetime) -> str:
@@ -100,6 +107,8 @@ def resolve_window(
         window = Window(parse_time(start, "--start"), parse_time(end, "--end"))
     else:
         length = parse_duration(since) if since else default_since
+        if length > MAX_WINDOW:  # checked first: now - length can fall before the year 1
+            raise RunbookError("window longer than 7 days: narrow it with --since or --start/--end")
         window = Window(now - length, now)
     if window.start >= window.end:
         raise RunbookError(

@@ -227,8 +227,9 @@ def _listening_port(server: str, flags: Mapping[str, str]) -> tuple[int | None, 
     if flag not in flags:
         return DEFAULT_PORTS[server], f"{shown} not set: {server} default {DEFAULT_PORTS[server]}"
     value = flags[flag]
-    if value.isdigit():
-        return int(value), f"{shown}={value}"
+    port = literal_int(value)
+    if port is not None:
+        return port, f"{shown}={value}"
     return None, f"{shown}={value!r} cannot be resolved from the container spec"
 
 
@@ -267,4 +268,14 @@ def flag_value(command: ServerCommand, name: str) -> str | None:
 def int_flag(command: ServerCommand, name: str) -> int | None:
     """An integer flag (long or short spelling); None when absent or not a literal integer."""
     value = flag_value(command, name)
-    return int(value) if value is not None and value.strip().isdigit() else None
+    return literal_int(value) if value is not None else None
+
+
+def literal_int(value: str) -> int | None:
+    """A plain decimal integer as written on a command line, else None.
+
+    ASCII digits only, and not absurdly long: ``str.isdigit`` also accepts "²" and int() refuses more than
+    4300 digits; neither can come from a working server command line.
+    """
+    text = value.strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None

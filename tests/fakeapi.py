@@ -10,7 +10,11 @@ It serves objects loaded from YAML on the real REST paths, so the real
   and ``limit``/``continue`` paging;
 - pod logs with ``container``, ``previous``, ``tailLines``, ``limitBytes`` and ``timestamps``;
 - per-path injection of an HTTP status (403, 404, 500 ...) and of a delay;
-- a log of every request (method, path, query).
+- RBAC: with :meth:`FakeApiServer.restrict_to` only what a ClusterRole's rules grant is
+  answered, everything else is refused with 403 as the API server words it;
+- logs made on demand (:class:`GeneratedLog`, e.g. 100 MB that are never held in memory)
+  and logs of raw bytes (not UTF-8);
+- a log of every request (method, path, query) and of the body bytes each answer sent.
 
 Built-in kinds are always served. A custom resource is served only when its
 ``CustomResourceDefinition`` is loaded (fixtures carry the CRDs of what they
@@ -32,7 +36,7 @@ import json
 import re
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,6 +48,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import yaml
 
 DEFAULT_TOKEN = "fixture-bearer-token-7c1d0e5a"
+RBAC_USER = "system:serviceaccount:ops:kserve-runbook"
 SERVER_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.4", "platform": "linux/amd64"}
 RESOURCE_VERSION = "48213"
 JsonObject = dict[str, Any]
@@ -104,6 +109,84 @@ class RecordedRequest:
     method: str
     path: str
     query: dict[str, str]
+
+
+@dataclass(frozen=True)
+class GeneratedLog:
+    """A container log made line by line when asked: as large as wanted, never held in memory.
+
+    ``line(i)`` is line ``i`` (0-based) with the kubelet's timestamp prefix and its newline. As the
+    kubelet does, ``tailLines`` starts ``lines - N`` lines in and ``limitBytes`` stops the stream early,
+    so a client that sends both receives only what it asked for. ``honours_limits=False`` plays a
+    server that ignores both and sends everything.
+    """
+
+    lines: int
+    line: Callable[[int], bytes]
+    honours_limits: bool = True
+
+    def chunks(self, first: int, chunk_bytes: int = 1 << 16) -> Iterator[bytes]:
+        batch: list[bytes] = []
+        size = 0
+        for index in range(first, self.lines):
+            batch.append(self.line(index))
+            size += len(batch[-1])
+            if size >= chunk_bytes:
+                yield b"".join(batch)
+                batch, size = [], 0
+        if batch:
+            yield b"".join(batch)
+
+
+LogText = str | bytes | GeneratedLog
+
+
+@dataclass(frozen=True)
+class PolicyRule:
+    """One rule of a Role/ClusterRole (``rbac.authorization.k8s.io/v1``)."""
+
+    verbs: frozenset[str]
+    api_groups: frozenset[str] = frozenset()
+    resources: frozenset[str] = frozenset()
+    resource_names: frozenset[str] = frozenset()
+    non_resource_urls: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, rule: Mapping[str, Any]) -> PolicyRule:
+        return cls(
+            verbs=frozenset(rule.get("verbs") or ()),
+            api_groups=frozenset(rule.get("apiGroups") or ()),
+            resources=frozenset(rule.get("resources") or ()),
+            resource_names=frozenset(rule.get("resourceNames") or ()),
+            non_resource_urls=tuple(rule.get("nonResourceURLs") or ()),
+        )
+
+    def grants(self, verb: str, group: str, resource: str, name: str) -> bool:
+        return (
+            _matches(self.verbs, verb)
+            and _matches(self.api_groups, group)
+            and _matches(self.resources, resource)
+            and (not self.resource_names or name in self.resource_names)
+        )
+
+    def grants_url(self, verb: str, path: str) -> bool:
+        return _matches(self.verbs, verb) and any(
+            path == url or (url.endswith("*") and path.startswith(url[:-1])) for url in self.non_resource_urls
+        )
+
+
+def _matches(allowed: frozenset[str], value: str) -> bool:
+    return "*" in allowed or value in allowed
+
+
+def rules_of_cluster_roles(path: Path) -> list[PolicyRule]:
+    """The rules of every ClusterRole in a YAML file (e.g. ``deploy/clusterrole.yaml``)."""
+    return [
+        PolicyRule.of(rule)
+        for document in read_yaml_objects(path)
+        if document.get("kind") == "ClusterRole"
+        for rule in document.get("rules") or []
+    ]
 
 
 @dataclass
@@ -285,7 +368,7 @@ class FakeCluster:
     """Objects by (group, plural) and (namespace, name); container logs by (namespace, pod, container, previous)."""
 
     objects: dict[tuple[str, str], dict[tuple[str, str], JsonObject]] = field(default_factory=dict)
-    logs: dict[tuple[str, str, str, bool], str] = field(default_factory=dict)
+    logs: dict[tuple[str, str, str, bool], LogText] = field(default_factory=dict)
     version: JsonObject = field(default_factory=lambda: dict(SERVER_VERSION))
 
     def resources(self) -> list[Resource]:
@@ -325,7 +408,7 @@ class FakeCluster:
         for obj in crds + [obj for obj in batch if obj.get("kind") != "CustomResourceDefinition"]:
             self.add(obj)
 
-    def add_log(self, namespace: str, pod: str, container: str, text: str, previous: bool = False) -> None:
+    def add_log(self, namespace: str, pod: str, container: str, text: LogText, previous: bool = False) -> None:
         self.logs[(namespace, pod, container, previous)] = text
 
     def load(self, *locations: Path) -> None:
@@ -397,13 +480,16 @@ class _Address:
     subresource: str
 
 
+Answer = JsonObject | str | bytes | Iterator[bytes]
+
+
 class Router:
     """Answers one GET against a :class:`FakeCluster` (pure: no sockets, no clock)."""
 
     def __init__(self, cluster: FakeCluster) -> None:
         self.cluster = cluster
 
-    def answer(self, path: str, query: Mapping[str, str]) -> JsonObject | str:
+    def answer(self, path: str, query: Mapping[str, str]) -> Answer:
         resources = self.cluster.resources()
         segments = [unquote(part) for part in path.strip("/").split("/")] if path.strip("/") else []
         if segments == ["version"]:
@@ -511,7 +597,7 @@ class Router:
             "items": items,
         }
 
-    def _pod_log(self, address: _Address, query: Mapping[str, str]) -> str:
+    def _pod_log(self, address: _Address, query: Mapping[str, str]) -> bytes | Iterator[bytes]:
         pod = self._get(address)
         spec = pod.get("spec") or {}
         names = [str(c["name"]) for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])]
@@ -535,20 +621,49 @@ class Router:
                     400, "BadRequest", f'previous terminated container "{container}" in pod "{address.name}" not found'
                 )
             text = ""
+        tail = int(query["tailLines"]) if query.get("tailLines") else None
+        limit = int(query["limitBytes"]) if query.get("limitBytes") else None
+        timestamps = query.get("timestamps") == "true"
+        if isinstance(text, GeneratedLog):
+            if not text.honours_limits:
+                tail = limit = None
+            first = 0 if tail is None else max(0, text.lines - max(tail, 0))
+            stream = _limited(_log_lines(text.chunks(first), timestamps), limit)
+            return stream if tail != 0 else iter(())
+        data = text.encode() if isinstance(text, str) else text
         # The kubelet splits on newlines only (a progress bar's carriage returns stay inside a line).
-        lines = [line + "\n" for line in text.split("\n")]
+        lines = [line + b"\n" for line in data.split(b"\n")]
         lines[-1] = lines[-1][:-1]
         lines = [line for line in lines if line]
-        if query.get("timestamps") != "true":
-            lines = [line.split(" ", 1)[1] if " " in line else line for line in lines]
-        if query.get("tailLines"):
-            tail = int(query["tailLines"])
+        if not timestamps:
+            lines = [_without_timestamp(line) for line in lines]
+        if tail is not None:
             lines = lines[-tail:] if tail > 0 else []
-        output = "".join(lines)
-        if query.get("limitBytes"):
-            # The kubelet stops after limitBytes: the first bytes of the (tailed) stream are kept.
-            output = output.encode()[: int(query["limitBytes"])].decode("utf-8", errors="ignore")
-        return output
+        # The kubelet stops after limitBytes: the first bytes of the (tailed) stream are kept.
+        output = b"".join(lines)
+        return output[:limit] if limit is not None else output
+
+
+def _without_timestamp(line: bytes) -> bytes:
+    return line.split(b" ", 1)[1] if b" " in line else line
+
+
+def _log_lines(chunks: Iterator[bytes], timestamps: bool) -> Iterator[bytes]:
+    for chunk in chunks:
+        yield chunk if timestamps else b"".join(_without_timestamp(line) for line in chunk.splitlines(keepends=True))
+
+
+def _limited(chunks: Iterator[bytes], limit: int | None) -> Iterator[bytes]:
+    """The stream cut after ``limit`` bytes (as the kubelet's limitBytes does)."""
+    left = limit
+    for chunk in chunks:
+        if left is None:
+            yield chunk
+            continue
+        if left <= 0:
+            return
+        yield chunk[:left]
+        left -= len(chunk)
 
 
 def _encode_continue(offset: int) -> str:
@@ -583,9 +698,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _refuse
 
-    def send(self, status: int, payload: JsonObject | str) -> None:
+    def send(self, status: int, payload: Answer) -> int:
+        """Answer; returns the number of body bytes written."""
+        if not isinstance(payload, (str, bytes, dict)):
+            return self._send_chunked(status, payload)
         if isinstance(payload, str):
             body, content_type = payload.encode(), "text/plain; charset=utf-8"
+        elif isinstance(payload, bytes):
+            body, content_type = payload, "text/plain"
         else:
             body, content_type = json.dumps(payload).encode(), "application/json"
         try:
@@ -597,6 +717,25 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client gave up (a timeout test): nothing to answer
+            return 0
+        return len(body)
+
+    def _send_chunked(self, status: int, chunks: Iterator[bytes]) -> int:
+        """A body made while it is sent (HTTP/1.1 chunked transfer encoding), as the kubelet streams logs."""
+        sent = 0
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for chunk in chunks:
+                if chunk:
+                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                    sent += len(chunk)
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client stopped reading
+        return sent
 
 
 class _Server(ThreadingHTTPServer):
@@ -612,7 +751,9 @@ class FakeApiServer:
         self.token = token
         self.router = Router(self.cluster)
         self.injections: list[Injection] = []
+        self.policy: list[PolicyRule] | None = None
         self._requests: list[RecordedRequest] = []
+        self._sent: list[tuple[str, int]] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._server = _Server(("127.0.0.1", 0), _Handler)
@@ -666,6 +807,11 @@ class FakeApiServer:
         with self._lock:
             self.injections.append(Injection(pattern, status, delay, message, body))
 
+    def restrict_to(self, rules: Iterable[PolicyRule]) -> None:
+        """Answer only what ``rules`` grant (as RBAC would for a user bound to them); 403 for the rest."""
+        with self._lock:
+            self.policy = list(rules)
+
     def clear_injections(self) -> None:
         with self._lock:
             self.injections.clear()
@@ -675,9 +821,16 @@ class FakeApiServer:
         with self._lock:
             return list(self._requests)
 
+    @property
+    def sent_bytes(self) -> list[tuple[str, int]]:
+        """(path, body bytes sent) for every answer, in order."""
+        with self._lock:
+            return list(self._sent)
+
     def clear_requests(self) -> None:
         with self._lock:
             self._requests.clear()
+            self._sent.clear()
 
     # -- serving --
 
@@ -691,17 +844,21 @@ class FakeApiServer:
         if length:
             handler.rfile.read(length)
         try:
-            handler.send(200, self._answer(handler, method, parts.path, query, injection))
+            sent = handler.send(200, self._answer(handler, method, parts.path, query, injection))
         except ApiError as error:
-            handler.send(error.code, error.status)
+            sent = handler.send(error.code, error.status)
+        with self._lock:
+            self._sent.append((parts.path, sent))
 
     def _answer(
         self, handler: _Handler, method: str, path: str, query: Mapping[str, str], injection: Injection | None
-    ) -> JsonObject | str:
+    ) -> Answer:
         if method != "GET":
             raise ApiError(405, "MethodNotAllowed", "the fixture API server is read-only: only GET is allowed")
         if self.token is not None and handler.headers.get("Authorization") != f"Bearer {self.token}":
             raise ApiError(401, "Unauthorized", "Unauthorized")
+        if self.policy is not None:
+            self._authorize(path, self.policy)
         if injection is not None:
             self._stopping.wait(injection.delay)
             if injection.status is not None:
@@ -713,6 +870,49 @@ class FakeApiServer:
             if injection.body is not None:
                 return injection.body
         return self.router.answer(path, query)
+
+    @staticmethod
+    def _authorize(path: str, rules: list[PolicyRule]) -> None:
+        """Raise 403 unless a rule grants this GET: resource requests as get/list, other paths as URLs.
+
+        As on a real API server, authorization comes before routing: a forbidden request for a
+        resource that does not exist is still 403.
+        """
+        attributes = request_attributes(path)
+        if attributes is None:
+            if not any(rule.grants_url("get", path) for rule in rules):
+                raise ApiError(403, "Forbidden", f'forbidden: User "{RBAC_USER}" cannot get path "{path}"')
+            return
+        group, namespace, resource, name = attributes
+        verb = "get" if name else "list"
+        if any(rule.grants(verb, group, resource, name) for rule in rules):
+            return
+        subject = f'{resource} "{name}"' if name else resource
+        scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+        raise ApiError(
+            403,
+            "Forbidden",
+            f'{subject} is forbidden: User "{RBAC_USER}" cannot {verb} resource "{resource}" '
+            f'in API group "{group}" {scope}',
+        )
+
+
+def request_attributes(path: str) -> tuple[str, str, str, str] | None:
+    """(API group, namespace, resource[/subresource], name) of a resource path; None for other paths."""
+    segments = [unquote(part) for part in path.strip("/").split("/") if part]
+    if segments[:2] == ["api", "v1"]:
+        group, rest = "", segments[2:]
+    elif len(segments) >= 3 and segments[0] == "apis":
+        group, rest = segments[1], segments[3:]
+    else:
+        return None
+    namespace = ""
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    if not rest:
+        return None
+    resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
+    return group, namespace, resource, rest[1] if len(rest) > 1 else ""
 
 
 def _default_message(status: int, path: str) -> str:
@@ -782,3 +982,102 @@ def crds_for_every_kind_read() -> list[JsonObject]:
         for kind in kinds.ALL_KINDS
         if kind.group not in kinds.CORE_LIKE_GROUPS
     ]
+
+
+# --- a stand-in Prometheus -----------------------------------------------------------------------
+
+EMPTY_MATRIX = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": []}}).encode()
+
+
+@dataclass(frozen=True)
+class PrometheusReply:
+    """What the stand-in Prometheus answers to every query: a status, a body, after a delay."""
+
+    status: int = 200
+    body: bytes = EMPTY_MATRIX
+    delay: float = 0.0
+
+    @classmethod
+    def error(cls, status: int, error_type: str, message: str) -> PrometheusReply:
+        """An error answer in Prometheus' JSON error format."""
+        body = {"status": "error", "errorType": error_type, "error": message}
+        return cls(status=status, body=json.dumps(body).encode())
+
+
+@dataclass(frozen=True)
+class PrometheusRequest:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+
+
+class FakePrometheus:
+    """A Prometheus HTTP API on 127.0.0.1 that answers every request with ``reply`` and records it.
+
+    For the failures of a real server (down, slow, 401/403, errors, no series); the real
+    server with real data is tests/promharness.py.
+    """
+
+    def __init__(self, reply: PrometheusReply = PrometheusReply()) -> None:
+        self.reply = reply
+        self._requests: list[PrometheusRequest] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # no 40 ms delayed-ACK stall per answer
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_GET(self) -> None:
+                fake._answer(self)
+
+            do_POST = do_GET  # recorded like a GET: a read-only client must never send one
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-prometheus", daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def requests(self) -> list[PrometheusRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    def __enter__(self) -> FakePrometheus:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
+        parts = urlsplit(handler.path)
+        with self._lock:
+            self._requests.append(
+                PrometheusRequest(
+                    handler.command, parts.path, dict(parse_qsl(parts.query)), dict(handler.headers.items())
+                )
+            )
+        reply = self.reply
+        self._stopping.wait(reply.delay)
+        try:
+            handler.send_response(reply.status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(reply.body)))
+            handler.end_headers()
+            handler.wfile.write(reply.body)
+        except (BrokenPipeError, ConnectionResetError):
+            handler.close_connection = True  # the client gave up waiting

@@ -61,9 +61,11 @@ class ProbeBudget:
                 return PROBE_DEFAULTS[name]
             try:
                 number = int(value)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # OverflowError: a YAML .inf in a bundle
                 return PROBE_DEFAULTS[name]
-            return number if number > 0 or name == "initialDelaySeconds" else PROBE_DEFAULTS[name]
+            # The API server refuses negative values (and 0 for the others); a hand-written bundle may hold them.
+            valid = number >= 0 if name == "initialDelaySeconds" else number > 0
+            return number if valid else PROBE_DEFAULTS[name]
 
         return cls(
             kind,

@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-_NUMBER = r"(-?[\d,]+(?:\.\d+)?)"
+_NUMBER = r"(-?\d[\d,]*(?:\.\d+)?)"  # a digit first: a lone "," is not a number
 _LOADING = re.compile(rf"(?:Model loading took|Loading model weights took) {_NUMBER} ?Gi?B")
 _AVAILABLE = (
     re.compile(rf"Available KV cache memory: {_NUMBER} ?GiB"),
@@ -80,7 +80,10 @@ def _last(pattern: re.Pattern[str], text: str, group: int, convert: Callable[[st
     matches = list(pattern.finditer(text))
     if not matches or matches[-1].group(group) is None:
         return None
-    return convert(matches[-1].group(group))
+    try:
+        return convert(matches[-1].group(group))
+    except ValueError:  # "0.5" where vLLM prints an integer, a lone ",", more digits than int() takes
+        return None
 
 
 def _last_int(pattern: re.Pattern[str], text: str, group: int = 1) -> int | None:

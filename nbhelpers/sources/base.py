@@ -8,10 +8,12 @@ read that cannot be done; the caller records it and goes on.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from nbhelpers.errors import ReadFailed
 from nbhelpers.sources.kinds import Kind
 
 KubeObject = dict[str, Any]
@@ -103,3 +105,16 @@ def series_from_matrix(raw: dict[str, Any], promql: str) -> RangeResult:
         samples = tuple((float(t), float(v)) for t, v in item.get("values") or [])
         series.append(SeriesData(labels=dict(item.get("metric") or {}), samples=samples))
     return RangeResult(promql=promql, series=tuple(series))
+
+
+def request_timeout(what: str, timeout_seconds: float, deadline: float | None) -> float:
+    """The timeout of one request: ``timeout_seconds``, or less when the run's deadline is nearer.
+
+    Once the deadline has passed nothing more is sent: the read fails with status ``timeout``.
+    """
+    if deadline is None:
+        return timeout_seconds
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise ReadFailed(what, "timeout", "not read: the run reached its --deadline")
+    return min(timeout_seconds, round(left, 3))

@@ -141,7 +141,20 @@ def read_manifest(files: BundleFiles) -> Manifest:
         raise BundleError(
             f"bundle {files.location} has bundle_version {version}; this tool reads up to {BUNDLE_VERSION}: upgrade kserve-vllm-runbooks"
         )
+    for name, shape in _MANIFEST_SHAPES.items():
+        if name in raw and raw[name] is not None and not _has_shape(raw[name], shape):
+            raise BundleError(f"bundle {files.location}: manifest.json field {name!r} is not {shape}")
     return Manifest(raw)
+
+
+# The manifest fields the reader looks into, and what each must be when present.
+_MANIFEST_SHAPES = {"target": "an object", "window": "an object", "versions": "an object", "reads": "a list of objects"}
+
+
+def _has_shape(value: Any, shape: str) -> bool:
+    if shape == "an object":
+        return isinstance(value, dict)
+    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
 
 
 def _documents(name: str, data: bytes) -> Iterator[KubeObject]:
@@ -159,9 +172,33 @@ def _documents(name: str, data: bytes) -> Iterator[KubeObject]:
                     if item_kind and "kind" not in item:
                         item["kind"] = item_kind
                     item.setdefault("apiVersion", document.get("apiVersion", "v1"))
-                    yield item
+                    yield _well_formed(name, item)
         elif "kind" in document:
-            yield document
+            yield _well_formed(name, document)
+
+
+# Fields every reader of an object relies on, and the type the API server guarantees for them.
+_OBJECT_FIELDS = ("metadata", "spec", "status", "data", "involvedObject", "regarding")
+_METADATA_MAPS = ("labels", "annotations")
+
+
+def _well_formed(file_name: str, obj: KubeObject) -> KubeObject:
+    """``obj``, or a ``BundleError`` when a hand-edited file broke a field the API server always types.
+
+    Only kinds the tool reads are checked (others are ignored anyway: a ``kind: Status`` has a string status).
+    """
+    if kinds.kind_for(str(obj.get("apiVersion", "")), str(obj.get("kind", ""))) is None:
+        return obj
+    metadata = obj.get("metadata")
+    shown = f"{obj.get('kind')} {metadata.get('name') if isinstance(metadata, dict) else ''}".strip()
+    for field in _OBJECT_FIELDS:
+        if obj.get(field) is not None and not isinstance(obj[field], dict):
+            raise BundleError(f"bundle file {file_name}: {shown}: {field} is not an object")
+    for field in _METADATA_MAPS:
+        values = (metadata or {}).get(field)
+        if values is not None and not (isinstance(values, dict) and all(isinstance(v, str) for v in values.values())):
+            raise BundleError(f"bundle file {file_name}: {shown}: metadata.{field} is not a map of strings")
+    return obj
 
 
 class ObjectStore:
@@ -266,6 +303,8 @@ class BundleMetrics:
             self.index: dict[str, Any] = json.loads(index_text) if index_text else {}
         except json.JSONDecodeError as error:
             raise BundleError(f"bundle metrics/index.json is not valid JSON ({error})") from None
+        if not isinstance(self.index, dict) or not all(isinstance(entry, dict) for entry in self.index.values()):
+            raise BundleError("bundle metrics/index.json is not an object of query entries")
 
     def close(self) -> None:
         """Nothing to release: the files were read when the bundle was opened."""
@@ -275,7 +314,7 @@ class BundleMetrics:
         if entry is None:
             raise ReadFailed(query_id, "missing", "not recorded in the bundle")
         if entry.get("status") not in ("ok", "empty"):
-            raise ReadFailed(query_id, str(entry["status"]), str(entry.get("error") or "failed at capture"))
+            raise ReadFailed(query_id, str(entry.get("status")), str(entry.get("error") or "failed at capture"))
         if entry.get("promql") != promql:
             # The capture fell back to a later template: earlier templates had no series.
             return RangeResult(promql=promql)
@@ -284,7 +323,7 @@ class BundleMetrics:
             return RangeResult(promql=promql)
         try:
             recorded = series_from_matrix(json.loads(text), promql)
-        except (json.JSONDecodeError, TypeError, ValueError) as error:
+        except (TypeError, ValueError, AttributeError) as error:  # JSONDecodeError is a ValueError
             raise ReadFailed(query_id, "error", f"recorded answer is malformed ({error})") from None
         low, high = start.timestamp(), end.timestamp()
         series = tuple(

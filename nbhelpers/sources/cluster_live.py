@@ -31,7 +31,14 @@ from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
 
 from nbhelpers.errors import ReadFailed, RunbookError
-from nbhelpers.sources.base import KubeObject, LogRequest, describe_get, describe_list, describe_logs
+from nbhelpers.sources.base import (
+    KubeObject,
+    LogRequest,
+    describe_get,
+    describe_list,
+    describe_logs,
+    request_timeout,
+)
 from nbhelpers.sources.kinds import Kind
 
 PAGE_SIZE = 500
@@ -154,23 +161,28 @@ class _Answer:
 
 
 class _Transport:
-    """GET requests through the kubernetes client's REST client, authenticated as the client would."""
+    """GET requests through the kubernetes client's REST client, authenticated as the client would.
 
-    def __init__(self, configuration: Configuration, timeout_seconds: float) -> None:
+    Every request has a timeout: ``timeout_seconds``, shortened to what is left before ``deadline``
+    (a ``time.monotonic()`` moment) so that the run's --deadline also bounds a read in flight.
+    """
+
+    def __init__(self, configuration: Configuration, timeout_seconds: float, deadline: float | None = None) -> None:
         settings: Any = configuration  # the stubs do not declare retries as a Retry, nor auth_settings()
         settings.retries = _RETRIES
         self.settings = settings
         self.server = str(settings.host)
         self.timeout_seconds = timeout_seconds
+        self.deadline = deadline
         self.client: Any = ApiClient(configuration)
 
-    def get(self, what: str, path: str, query: dict[str, str] | None = None) -> _Answer:
+    def get(self, what: str, path: str, query: dict[str, str] | None = None, max_bytes: int | None = None) -> _Answer:
+        """One GET; with ``max_bytes``, at most that many bytes of the body are read (the rest is dropped)."""
         url = self.server.rstrip("/") + path + (f"?{urlencode(query)}" if query else "")
+        timeout = request_timeout(what, self.timeout_seconds, self.deadline)
         try:
-            response = self.client.rest_client.request(
-                "GET", url, headers=self._headers(), _request_timeout=self.timeout_seconds
-            )
-            return _Answer(int(response.status), _body_of(response))
+            response = self.client.rest_client.request("GET", url, headers=self._headers(), _request_timeout=timeout)
+            return _Answer(int(response.status), _body_of(response, max_bytes))
         except ApiException as error:
             if not error.status:  # TLS failures arrive as status 0
                 reason = f"cannot talk to the API server {self.server}: {error.reason}"
@@ -178,7 +190,7 @@ class _Transport:
             # Older clients raise for non-2xx answers instead of returning them.
             return _Answer(int(error.status), str(error.body or "").encode())
         except urllib3.exceptions.HTTPError as error:
-            raise self._transport_failure(what, error) from None
+            raise self._transport_failure(what, error, timeout) from None
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json, */*", "User-Agent": "kserve-vllm-runbooks"}
@@ -187,7 +199,7 @@ class _Transport:
                 headers[str(setting["key"])] = str(setting["value"])
         return headers
 
-    def _transport_failure(self, what: str, error: urllib3.exceptions.HTTPError) -> ReadFailed:
+    def _transport_failure(self, what: str, error: urllib3.exceptions.HTTPError, timeout: float) -> ReadFailed:
         cause: BaseException = error
         if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason is not None:
             cause = error.reason
@@ -196,13 +208,11 @@ class _Transport:
             detail = _first_line(cause.__cause__ or cause)
             return ReadFailed(what, "unreachable", f"cannot connect to the API server {self.server}: {detail}")
         if isinstance(cause, urllib3.exceptions.ConnectTimeoutError):
-            return ReadFailed(
-                what, "unreachable", f"no answer from the API server {self.server} within {self.timeout_seconds:g}s"
-            )
+            return ReadFailed(what, "unreachable", f"no answer from the API server {self.server} within {timeout:g}s")
         if isinstance(cause, (urllib3.exceptions.TimeoutError, TimeoutError)):
-            return ReadFailed(
-                what, "timeout", f"the API server {self.server} did not answer within {self.timeout_seconds:g}s"
-            )
+            if timeout < self.timeout_seconds:
+                return ReadFailed(what, "timeout", f"the API server {self.server} did not answer before the --deadline")
+            return ReadFailed(what, "timeout", f"the API server {self.server} did not answer within {timeout:g}s")
         if isinstance(cause, (urllib3.exceptions.ProtocolError, ConnectionError)):
             return ReadFailed(what, "unreachable", f"connection to the API server {self.server} failed: {cause}")
         return ReadFailed(what, "error", f"request to the API server {self.server} failed: {_first_line(cause)}")
@@ -211,11 +221,26 @@ class _Transport:
         self.client.close()
 
 
-def _body_of(response: Any) -> bytes:
+def _body_of(response: Any, max_bytes: int | None = None) -> bytes:
     data = response.data
+    stream = getattr(response, "response", None)  # the urllib3 answer, not read yet on newer clients
+    if data is None and max_bytes is not None and stream is not None:
+        return _read_at_most(stream, max_bytes)
     if data is None:  # newer clients read the body lazily
         data = response.read()
-    return data if isinstance(data, bytes) else str(data).encode()
+    data = data if isinstance(data, bytes) else str(data).encode()
+    return data if max_bytes is None else data[:max_bytes]
+
+
+def _read_at_most(stream: Any, limit: int) -> bytes:
+    """At most ``limit`` bytes of a body. A server that sends more than it was asked for (a log
+    past ``limitBytes``) is cut off: the connection is closed instead of read to its end."""
+    data = bytes(stream.read(limit + 1))
+    if len(data) > limit:
+        stream.close()
+        data = data[:limit]
+    stream.release_conn()
+    return data
 
 
 def _http_failure(what: str, answer: _Answer) -> ReadFailed:
@@ -247,8 +272,10 @@ class LiveCluster:
 
     mode = "live"
 
-    def __init__(self, kubeconfig: str | None, context: str | None, timeout_seconds: float) -> None:
-        self._transport = _Transport(load_configuration(kubeconfig, context), timeout_seconds)
+    def __init__(
+        self, kubeconfig: str | None, context: str | None, timeout_seconds: float, deadline: float | None = None
+    ) -> None:
+        self._transport = _Transport(load_configuration(kubeconfig, context), timeout_seconds, deadline)
         self._group_versions: dict[str, tuple[str, ...]] | None = None
 
     @property
@@ -321,7 +348,7 @@ class LiveCluster:
             # The kubelet's RFC 3339 prefix lets gather() keep only the lines inside the window.
             "timestamps": "true",
         }
-        answer = self._transport.get(what, path, query)
+        answer = self._transport.get(what, path, query, max_bytes=request.limit_bytes)
         if answer.status in (400, 404):
             # 400 is how the API server says "no previous container" or "container not started yet".
             raise ReadFailed(what, "missing", answer.message() or f"no log ({answer.status})")

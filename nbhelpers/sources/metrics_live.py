@@ -21,7 +21,7 @@ from urllib3.exceptions import InsecureRequestWarning
 from urllib3.util.retry import Retry
 
 from nbhelpers.errors import ReadFailed, RunbookError
-from nbhelpers.sources.base import RangeResult, series_from_matrix
+from nbhelpers.sources.base import RangeResult, request_timeout, series_from_matrix
 
 # Answers worth a second try: overload and gateway errors in front of Prometheus. Not 503: Prometheus
 # answers 503 for a query that timed out or was cancelled, and running it again costs the same time.
@@ -43,9 +43,12 @@ class LiveMetrics:
         verify: bool,
         timeout_seconds: float,
         retries: int = 2,
+        deadline: float | None = None,
     ) -> None:
         self.url = _checked_url(url)
         self._verify = verify
+        self._timeout_seconds = timeout_seconds
+        self._deadline = deadline  # a time.monotonic() moment: no query is sent, or waited for, past it
         request_headers = dict(headers)
         if token:
             request_headers["Authorization"] = f"Bearer {token}"
@@ -70,12 +73,20 @@ class LiveMetrics:
 
     def query_range(self, query_id: str, promql: str, start: datetime, end: datetime, step_seconds: int) -> RangeResult:
         """The matrix answer of ``promql`` over [start, end]; ``ReadFailed`` when there is none."""
+        timeout = request_timeout(query_id, self._timeout_seconds, self._deadline)
         try:
             with warnings.catch_warnings():
                 if not self._verify:
                     # The user asked for no verification (--prometheus-insecure): do not repeat it per query.
                     warnings.simplefilter("ignore", InsecureRequestWarning)
-                result = self._client.custom_query_range(promql, start, end, str(step_seconds))
+                # requests takes fractional seconds; the library's annotation says int.
+                result = self._client.custom_query_range(
+                    promql,
+                    start,
+                    end,
+                    str(step_seconds),
+                    timeout=timeout,  # type: ignore[arg-type]
+                )
             if not isinstance(result, list):
                 raise TypeError("data.result is not a list")
             return series_from_matrix({"data": {"resultType": "matrix", "result": result}}, promql)
