@@ -17,15 +17,19 @@ import click
 
 from nbhelpers import __version__
 from nbhelpers.errors import RunbookError
+from nbhelpers.symptoms import SYMPTOM_BY_KEY
 from nbhelpers.whatif_cli import whatif
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _target_options(function: F) -> F:
+    function = click.option("--isvc", default="", help="Name of the InferenceService.")(function)
+    return click.option("--namespace", "-n", default="", help="Namespace of the InferenceService.")(function)
+
+
 def _live_options(function: F) -> F:
     options = [
-        click.option("--namespace", "-n", default="", help="Namespace of the InferenceService."),
-        click.option("--isvc", default="", help="Name of the InferenceService."),
         click.option("--kubeconfig", default="", help="Kubeconfig file (default: the usual kubeconfig rules)."),
         click.option("--context", default="", help="Kubeconfig context."),
         click.option("--prometheus", default="", help="Prometheus base URL, e.g. http://127.0.0.1:9090."),
@@ -111,7 +115,7 @@ def _run_report(options: dict[str, Any], always_zero: bool = False) -> None:
     show_progress = not options.get("quiet") and sys.stderr.isatty()
     if show_progress:
         click.echo(f"triage {target.namespace}/{target.isvc} -> {out_dir}", err=True)
-    report = headless.execute(params, out_dir, show_progress)
+    report = headless.execute(params, out_dir, show_progress, symptom=options.get("symptom") or "")
     critical = sum(1 for finding in report.findings["findings"] if finding["severity"] == "critical")
     causes = ", ".join(report.findings["root_causes"]) or "none"
     coverage = _coverage_line(out_dir / "summary.md")
@@ -129,14 +133,22 @@ def cli() -> None:
 
 
 @cli.command()
+@_target_options
 @_live_options
 @_report_options
+@click.option(
+    "--symptom",
+    type=click.Choice(list(SYMPTOM_BY_KEY), case_sensitive=False),
+    default=None,
+    help="What users report: the report then names the steps to read first (all nine run anyway).",
+)
 def triage(**options: Any) -> None:
     """Run the triage runbook headless and write report.html, triage.ipynb, findings.json, summary.md."""
     _run_report(options)
 
 
 @cli.command()
+@_target_options
 @_live_options
 @click.option("--bundle", default="", help="Re-capture from an existing bundle (e.g. to narrow the window).")
 @click.option("--out", required=True, help="Bundle to write: a new directory, or a path ending in .tar.gz.")
@@ -158,11 +170,13 @@ def capture(**options: Any) -> None:
 
 
 @cli.command("fleet")
+@click.option("--namespace", "-n", default="", help="Namespace whose InferenceServices to triage.")
 @_live_options
 @click.option("--all-namespaces", "-A", is_flag=True, help="Every namespace (one cluster-wide list).")
 @click.option("--out", default="", help="Output folder (must be new or empty).")
 @click.option("--notebooks", is_flag=True, help="Also run the notebook per service (report.html, triage.ipynb).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@FAIL_ON_PARTIAL
 def fleet_command(**options: Any) -> None:
     """Triage every InferenceService of a namespace (or all): files per service, fleet.md worst first."""
     from nbhelpers.fleet import FleetRequest, run_fleet
@@ -182,6 +196,8 @@ def fleet_command(**options: Any) -> None:
         f"{totals['services']} InferenceService(s): {totals['critical']} critical, {totals['error']} not triaged, "
         f"{totals['warning']} warning only, {totals['partial']} partial"
     )
+    blind = totals["partial"] + totals["error"]
+    _fail_if_partial(options, blind > 0, f"{blind} service(s) not fully seen; see {result.out_dir / 'fleet.md'}")
     sys.exit(result.exit_code)
 
 

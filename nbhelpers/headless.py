@@ -75,7 +75,7 @@ def output_dir(out: str | None, target: Target, now: datetime, base: Path = Path
     raise RunbookError(f"could not create an output folder under {base}")
 
 
-def notebook_parameters(params: TriageParams, out_dir: Path) -> dict[str, Any]:
+def notebook_parameters(params: TriageParams, out_dir: Path, symptom: str = "") -> dict[str, Any]:
     """The papermill parameters: plain settings only, never a secret value."""
     return {
         "namespace": params.namespace,
@@ -100,6 +100,7 @@ def notebook_parameters(params: TriageParams, out_dir: Path) -> dict[str, Any]:
         "kserve_namespace": params.kserve_namespace,
         "knative_namespace": params.knative_namespace,
         "out_dir": str(out_dir.resolve()),
+        "symptom": symptom,
         "interactive": False,
     }
 
@@ -191,8 +192,13 @@ def _stderr_to(log_file: Path) -> Iterator[TextIO]:
         terminal.close()
 
 
-def execute(params: TriageParams, out_dir: Path, show_progress: bool, stream: TextIO = sys.stderr) -> Report:
-    """Run the notebook headless into ``out_dir`` and render the HTML report."""
+def execute(
+    params: TriageParams, out_dir: Path, show_progress: bool, stream: TextIO = sys.stderr, symptom: str = ""
+) -> Report:
+    """Run the notebook headless into ``out_dir`` and render the HTML report.
+
+    ``symptom`` (503, 504, oom, hpa or empty) only orders the reading: every step runs regardless.
+    """
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -211,7 +217,7 @@ def execute(params: TriageParams, out_dir: Path, show_progress: bool, stream: Te
                 papermill.execute_notebook(
                     str(runbook_path("triage")),
                     str(partial_notebook),
-                    parameters=notebook_parameters(params, out_dir),
+                    parameters=notebook_parameters(params, out_dir, symptom),
                     kernel_name="python3",
                     progress_bar=False,
                     cwd=str(out_dir),

@@ -93,3 +93,14 @@ def test_codes_prints_the_catalog_with_edges(tmp_path: Path) -> None:
     assert "PORT_MISMATCH  [critical, step ports]" in listing.stdout
     one = kserve_runbook("codes", "PORT_MISMATCH", cwd=tmp_path)
     assert "explains: " in one.stdout and "ENDPOINTS_NONE_READY" in one.stdout
+
+
+@pytest.mark.notebook
+def test_symptom_orders_the_reading_in_the_report(bundle: Path, tmp_path: Path) -> None:
+    result = kserve_runbook("triage", "--bundle", str(bundle), "--symptom", "504", "--out", "out", cwd=tmp_path)
+    assert result.returncode in (0, 1), result.stderr
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "For HTTP 504 (gateway timeout), hanging requests, read these steps first" in page
+    assert_one_line_error(
+        kserve_runbook("triage", "--bundle", str(bundle), "--symptom", "slow", cwd=tmp_path), "Invalid value"
+    )

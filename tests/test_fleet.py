@@ -418,3 +418,20 @@ def test_notebooks_add_the_executed_notebook_and_the_html_report(
     assert failed["status"] == "error" and failed["path"] is None and not (out / "team-b" / "chat").exists()
     assert "[report](team-b/summarize/report.html)" in (out / "fleet.md").read_text()
     assert result.exit_code == 0  # nothing critical was found; the service not triaged is flagged in the index
+
+
+def test_fail_on_partial_turns_a_blind_spot_into_exit_1(
+    fleet_api: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """team-b's healthy service with its events forbidden is a partial run: exit 0 normally, 1 when asked."""
+    del fleet_api.cluster.objects[("serving.kserve.io", "inferenceservices")][("team-b", "chat")]
+    fleet_api.inject("/api/v1/namespaces/team-b/events*", status=403)
+    arguments = ("fleet", "--kubeconfig", str(kubeconfig), "-n", "team-b", "--start", START, "--end", END)
+    plain = kserve_runbook(*arguments, "--out", "plain", cwd=tmp_path)
+    strict = kserve_runbook(*arguments, "--out", "strict", "--fail-on-partial", cwd=tmp_path)
+
+    assert plain.returncode == 0 and "0 critical" in plain.stdout and "1 partial" in plain.stdout, plain.stdout
+    assert strict.returncode == 1
+    assert strict.stderr.strip().splitlines() == [
+        f"kserve-runbook: partial result (--fail-on-partial): 1 service(s) not fully seen; see {Path('strict') / 'fleet.md'}"
+    ]
