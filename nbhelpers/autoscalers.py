@@ -49,6 +49,9 @@ KNATIVE_KPA_CLASS = "kpa.autoscaling.knative.dev"
 KNATIVE_HPA_CLASS = "hpa.autoscaling.knative.dev"
 KNATIVE_METRIC_ANNOTATION = "autoscaling.knative.dev/metric"
 KNATIVE_TARGET_ANNOTATION = "autoscaling.knative.dev/target"
+# Knative reads the kebab-case key first and still honours the legacy camelCase one.
+KNATIVE_MIN_SCALE_KEYS = ("autoscaling.knative.dev/min-scale", "autoscaling.knative.dev/minScale")
+KNATIVE_MAX_SCALE_KEYS = ("autoscaling.knative.dev/max-scale", "autoscaling.knative.dev/maxScale")
 KEDA_HPA_PREFIX = "keda-hpa-"
 # KEDA triggers that read the resource metrics API instead of KEDA's own external metrics server.
 KEDA_RESOURCE_TRIGGERS = frozenset({"cpu", "memory"})
@@ -391,8 +394,8 @@ class _Context:
             scale_target=scale_target,
             metrics=(metric,),
             conditions=tuple(kube.conditions(obj)),
-            min_replicas=_int(annotations.get("autoscaling.knative.dev/min-scale")),
-            max_replicas=_int(annotations.get("autoscaling.knative.dev/max-scale")),
+            min_replicas=_int(_first_present(annotations, KNATIVE_MIN_SCALE_KEYS)),
+            max_replicas=_int(_first_present(annotations, KNATIVE_MAX_SCALE_KEYS)),
             current_replicas=_int(status.get("actualScale")),
             desired_replicas=_int(status.get("desiredScale")),
             behavior=None,
@@ -419,6 +422,10 @@ def _controller(obj: Mapping[str, Any]) -> str | None:
     owners: Sequence[Mapping[str, Any]] = kube.metadata(obj).get("ownerReferences") or []
     chosen = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
     return f"{chosen.get('kind')}/{chosen.get('name')}" if chosen else None
+
+
+def _first_present(annotations: Mapping[str, Any], keys: Sequence[str]) -> Any:
+    return next((annotations[key] for key in keys if key in annotations), None)
 
 
 def _int(value: Any, default: int | None = None) -> int | None:

@@ -172,6 +172,21 @@ def test_knative_pod_autoscalers_by_class() -> None:
     assert delegating.metrics[0].name == "cpu"
 
 
+def test_knative_legacy_camel_case_scale_bounds_are_read() -> None:
+    """Knative still honours minScale/maxScale; the kebab-case key wins when both are set."""
+    pod_autoscaler = load_yaml("checks/healthy/metric_pipeline_kpa.yaml")[0]
+    annotations = pod_autoscaler["metadata"].setdefault("annotations", {})
+    for key in list(annotations):
+        if key.endswith(("min-scale", "max-scale")):
+            del annotations[key]
+    annotations.update({"autoscaling.knative.dev/minScale": "2", "autoscaling.knative.dev/maxScale": "6"})
+    (legacy,) = _resolve(("checks/healthy/serverless.yaml",), pod_autoscaler).values()
+    assert (legacy.min_replicas, legacy.max_replicas) == (2, 6)
+    annotations["autoscaling.knative.dev/min-scale"] = "3"
+    (both,) = _resolve(("checks/healthy/serverless.yaml",), pod_autoscaler).values()
+    assert both.min_replicas == 3
+
+
 def test_hpa_metric_without_target_fields() -> None:
     metric = hpa_metric({"type": "Pods", "pods": {"metric": {"name": "x"}, "target": {"type": "AverageValue"}}})
     assert metric.target_value is None and metric.describe() == "Pods metric x (AverageValue)"

@@ -84,7 +84,9 @@ from nbhelpers.autoscalers import (
     KNATIVE_CLASS_ANNOTATION,
     KNATIVE_HPA_CLASS,
     KNATIVE_KPA_CLASS,
+    KNATIVE_MAX_SCALE_KEYS,
     KNATIVE_METRIC_ANNOTATION,
+    KNATIVE_MIN_SCALE_KEYS,
     KNATIVE_TARGET_ANNOTATION,
 )
 from nbhelpers.errors import RunbookError
@@ -98,8 +100,8 @@ METRICS = (CONCURRENCY, RPS)
 
 _GROUP = "autoscaling.knative.dev"
 # Annotation keys as Knative reads them: the current kebab-case key first, the legacy camelCase key second.
-MIN_SCALE_KEYS = (f"{_GROUP}/min-scale", f"{_GROUP}/minScale")
-MAX_SCALE_KEYS = (f"{_GROUP}/max-scale", f"{_GROUP}/maxScale")
+MIN_SCALE_KEYS = KNATIVE_MIN_SCALE_KEYS
+MAX_SCALE_KEYS = KNATIVE_MAX_SCALE_KEYS
 WINDOW_KEYS = (f"{_GROUP}/window",)
 TARGET_KEYS = (KNATIVE_TARGET_ANNOTATION,)
 METRIC_KEYS = (KNATIVE_METRIC_ANNOTATION,)
