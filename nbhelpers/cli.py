@@ -326,7 +326,8 @@ def main() -> None:
     try:
         cli.main(standalone_mode=False)
     except RunbookError as error:
-        click.echo(f"kserve-runbook: error: {error}", err=True)
+        one_line = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
+        click.echo(f"kserve-runbook: error: {one_line}", err=True)
         sys.exit(2)
     except click.exceptions.Abort:
         click.echo("kserve-runbook: aborted", err=True)

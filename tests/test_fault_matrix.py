@@ -653,6 +653,11 @@ def test_cli_refuses_a_newer_bundle_and_a_truncated_tarball(tmp_path: Path) -> N
     cut = tmp_path / "cut.tar.gz"
     cut.write_bytes(tarball.read_bytes()[:100])
     assert_one_line_error(kserve_runbook("triage", "--bundle", str(cut), cwd=tmp_path), "not a readable .tar.gz")
+    not_an_archive = tmp_path / "notes.txt"
+    not_an_archive.write_text("this is not a bundle\n")
+    assert_one_line_error(
+        kserve_runbook("triage", "--bundle", str(not_an_archive), cwd=tmp_path), "(not a tar archive, or cut short)"
+    )
 
 
 def test_capture_with_fail_on_partial_exits_1_naming_the_lost_reads(shared: Cluster, tmp_path: Path) -> None:

@@ -109,7 +109,8 @@ class BundleFiles:
                     if extracted is not None:
                         files[str(PurePosixPath(member.name))] = extracted.read()
         except (tarfile.TarError, EOFError, OSError) as error:
-            raise BundleError(f"bundle {location} is not a readable .tar.gz ({error})") from None
+            reason = "not a tar archive, or cut short" if isinstance(error, tarfile.ReadError) else error
+            raise BundleError(f"bundle {location} is not a readable .tar.gz ({reason})") from None
         # A tarball usually holds one top-level folder: address files relative to it.
         roots = {name.split("/", 1)[0] for name in files}
         if "manifest.json" not in files and len(roots) == 1:
