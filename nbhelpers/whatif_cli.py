@@ -133,6 +133,17 @@ def _check_replicas(initial_replicas: int) -> None:
         raise RunbookError("--initial-replicas must be 0 or more")
 
 
+def _check_hpa_metrics(needed: Sequence[str], series: Series) -> None:
+    """A metric the HPA reads but the series lacks gives no proposal, as upstream; none at all is a mistake."""
+    missing = [name for name in needed if name not in series]
+    if not missing:
+        return
+    given = ", ".join(sorted(series))
+    if len(missing) == len(needed):
+        raise RunbookError(f"series: the HPA reads {', '.join(needed)}, but the series only has {given}")
+    click.echo(f"kserve-runbook: note: series has no {', '.join(missing)}; the HPA gets no proposal from it", err=True)
+
+
 def _series_option(path: str) -> Series:
     return parse_series_csv(read_text(path, "series"))
 
@@ -164,16 +175,18 @@ def whatif_hpa(
       current_replicas  the replica count in effect after this sync's decision
       desired_replicas  what the controller writes to status.desiredReplicas
     """
-    from nbhelpers.models.hpa import hpa_spec_from_manifest, replay_hpa
+    from nbhelpers.models.hpa import hpa_spec_from_manifest, replay_hpa, series_key
 
     _check_replicas(initial_replicas)
     period = seconds(sync_period, "--sync-period")
     if period <= 0:
         raise RunbookError("--sync-period must be longer than 0s")
     spec = hpa_spec_from_manifest(load_manifest(hpa_path, "--hpa", "HorizontalPodAutoscaler"))
+    series = _series_option(series_path)
+    _check_hpa_metrics([series_key(metric) for metric in spec.metrics], series)
     syncs = replay_hpa(
         spec,
-        _series_option(series_path),
+        series,
         initial_replicas,
         pod_ready_delay=seconds(pod_ready_delay, "--pod-ready-delay"),
         sync_period=period,
@@ -222,8 +235,13 @@ def whatif_kpa(
     unknown = sorted(set(series) - {"concurrency", "rps"})
     if unknown:
         raise RunbookError(f"series: the KPA reads metric concurrency or rps, not {', '.join(unknown)}")
+    spec = kpa_spec_from_manifests(isvc, config)
+    if spec.metric not in series:
+        raise RunbookError(
+            f"series: this revision scales on {spec.metric}, but the series only has {', '.join(series)}"
+        )
     ticks = replay_kpa(
-        kpa_spec_from_manifests(isvc, config),
+        spec,
         series,
         initial_replicas,
         pod_ready_delay=seconds(pod_ready_delay, "--pod-ready-delay"),

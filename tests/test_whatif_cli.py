@@ -156,6 +156,14 @@ def test_kpa_replay_reports_panic_and_ready_pods(tmp_path: Path) -> None:
         ),
         (["kpa", "--isvc", "isvc.yaml", "--series", "series.csv", "--initial-replicas", "1"], "concurrency or rps"),
         (
+            ["kpa", "--isvc", "isvc.yaml", "--series", "rps.csv", "--initial-replicas", "1"],
+            "this revision scales on concurrency, but the series only has rps",
+        ),
+        (
+            ["hpa", "--hpa", "hpa.yaml", "--series", "cpu.csv", "--initial-replicas", "1"],
+            "the HPA reads vllm_num_requests_running, but the series only has cpu",
+        ),
+        (
             ["hpa", "--hpa", "hpa.yaml", "--series", "series.csv", "--initial-replicas", "1", "--out", "."],
             "is a directory",
         ),
@@ -164,7 +172,9 @@ def test_kpa_replay_reports_panic_and_ready_pods(tmp_path: Path) -> None:
 def test_bad_input_exits_2_with_one_line(arguments: list[str], expected: str, tmp_path: Path) -> None:
     write(tmp_path / "hpa.yaml", yaml.safe_dump(HPA))
     write(tmp_path / "isvc.yaml", yaml.safe_dump(ISVC))
-    write(tmp_path / "series.csv", "t,metric,value\n0,cpu,50\n")
+    write(tmp_path / "series.csv", "t,metric,value\n0,vllm_num_requests_running,50\n")
+    write(tmp_path / "cpu.csv", "t,metric,value\n0,cpu,50\n")
+    write(tmp_path / "rps.csv", "t,metric,value\n0,rps,5\n")
     result = kserve_runbook("whatif", *arguments, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
