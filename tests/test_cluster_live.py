@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 import urllib.error
@@ -10,7 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fakeapi import ApiError, FakeApiServer, write_kubeconfig
+import yaml
+from fakeapi import DEFAULT_TOKEN, ApiError, FakeApiServer, write_kubeconfig
 
 from nbhelpers.errors import ReadFailed, RunbookError
 from nbhelpers.sources import kinds
@@ -382,6 +384,49 @@ def test_rejected_credentials_are_forbidden(fake_api: FakeApiServer, tmp_path: P
 
 
 # --- configuration -----------------------------------------------------------------------------
+
+
+def _exec_kubeconfig(path: Path, server: str, script: str) -> Path:
+    """A kubeconfig whose user gets its token from an exec credential plugin (a shell script)."""
+    plugin = path.parent / "credential-plugin.sh"
+    plugin.write_text("#!/bin/sh\n" + script)
+    plugin.chmod(0o755)
+    write_kubeconfig(path, server, token=None)
+    document = yaml.safe_load(path.read_text())
+    document["users"][0]["user"] = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": str(plugin),
+            "interactiveMode": "Never",
+        }
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_an_exec_credential_plugin_token_is_used(fake_api: FakeApiServer, tmp_path: Path) -> None:
+    credential = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "kind": "ExecCredential",
+        "status": {"token": DEFAULT_TOKEN},
+    }
+    config = _exec_kubeconfig(tmp_path / "kubeconfig", fake_api.url, f"echo '{json.dumps(credential)}'\n")
+    cluster = LiveCluster(str(config), None, 2.0)
+    pods = cluster.list(kinds.POD, "llm")  # the server answers 401 to any other token: ReadFailed
+    cluster.close()
+    assert pods == [] and fake_api.token == DEFAULT_TOKEN  # answered, so the token was accepted
+
+
+def test_a_credential_plugin_that_never_answers_is_one_error_not_a_hang(
+    fake_api: FakeApiServer, tmp_path: Path
+) -> None:
+    """A plugin waiting for an interactive login would hang the kubernetes client forever."""
+    config = _exec_kubeconfig(tmp_path / "kubeconfig", fake_api.url, "exec sleep 30\n")
+    began = time.monotonic()
+    with pytest.raises(RunbookError, match=r"the credential plugin gave no token within 1s \(is it waiting"):
+        LiveCluster(str(config), None, 1.0)
+    assert time.monotonic() - began < 5
+    assert fake_api.requests == []
 
 
 def test_a_missing_kubeconfig_is_a_runbook_error(tmp_path: Path) -> None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -43,6 +45,7 @@ from nbhelpers.sources.kinds import Kind
 
 PAGE_SIZE = 500
 DEFAULT_KUBECONFIG = "~/.kube/config"
+DEFAULT_CREDENTIAL_TIMEOUT = 30.0  # seconds an exec credential plugin may take
 # A refused or reset connection is retried twice; a read that timed out is not,
 # so a slow API server costs one timeout per read, not four.
 _RETRIES = Retry(total=2, connect=2, read=0, status=0, redirect=0, other=0)
@@ -52,8 +55,14 @@ _UNKNOWN_RESOURCE = "the server could not find the requested resource"
 # --- configuration ---------------------------------------------------------------------------
 
 
-def load_configuration(kubeconfig: str | None, context: str | None) -> Configuration:
-    """A client configuration from ``kubeconfig`` (or KUBECONFIG / ~/.kube/config), else in-cluster."""
+def load_configuration(
+    kubeconfig: str | None, context: str | None, credential_timeout: float = DEFAULT_CREDENTIAL_TIMEOUT
+) -> Configuration:
+    """A client configuration from ``kubeconfig`` (or KUBECONFIG / ~/.kube/config), else in-cluster.
+
+    Loading runs a kubeconfig's exec credential plugin, which the kubernetes client starts with no
+    timeout: a plugin waiting for an interactive login would hang the run, so it gets ``credential_timeout``.
+    """
     configuration = Configuration()
     files = kubeconfig_files(kubeconfig)
     if not files:
@@ -70,13 +79,44 @@ def load_configuration(kubeconfig: str | None, context: str | None) -> Configura
         return configuration
     shown = os.pathsep.join(files)
     chosen = choose_context(files, context)
-    try:
-        kube_config.load_kube_config(
+    loading = _in_background(
+        lambda: kube_config.load_kube_config(
             config_file=shown, context=chosen, client_configuration=configuration, persist_config=False
         )
-    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
-        raise RunbookError(f"kubeconfig {shown} cannot be used: {_first_line(error)}") from None
+    )
+    loading.join(credential_timeout)
+    if loading.is_alive():
+        raise RunbookError(
+            f"kubeconfig {shown}, context {chosen}: the credential plugin gave no token within "
+            f"{credential_timeout:g}s (is it waiting for an interactive login? run 'kubectl get ns' once first)"
+        )
+    failure = loading.error
+    if isinstance(failure, (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError)):
+        raise RunbookError(f"kubeconfig {shown} cannot be used: {_first_line(failure)}") from None
+    if failure is not None:
+        raise failure
     return configuration
+
+
+class _Background(threading.Thread):
+    """A daemon thread that keeps the exception its work raised (a stuck one must not block exit)."""
+
+    def __init__(self, work: Callable[[], object]) -> None:
+        super().__init__(daemon=True, name="kubeconfig-load")
+        self._work = work
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._work()
+        except BaseException as error:  # handed to the caller, which decides what is a user error
+            self.error = error
+
+
+def _in_background(work: Callable[[], object]) -> _Background:
+    thread = _Background(work)
+    thread.start()
+    return thread
 
 
 def kubeconfig_files(explicit: str | None) -> list[str]:
@@ -275,7 +315,8 @@ class LiveCluster:
     def __init__(
         self, kubeconfig: str | None, context: str | None, timeout_seconds: float, deadline: float | None = None
     ) -> None:
-        self._transport = _Transport(load_configuration(kubeconfig, context), timeout_seconds, deadline)
+        configuration = load_configuration(kubeconfig, context, credential_timeout=timeout_seconds)
+        self._transport = _Transport(configuration, timeout_seconds, deadline)
         self._group_versions: dict[str, tuple[str, ...]] | None = None
 
     @property
