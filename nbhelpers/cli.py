@@ -175,6 +175,7 @@ def capture(**options: Any) -> None:
 @click.option("--all-namespaces", "-A", is_flag=True, help="Every namespace (one cluster-wide list).")
 @click.option("--out", default="", help="Output folder (must be new or empty).")
 @click.option("--notebooks", is_flag=True, help="Also run the notebook per service (report.html, triage.ipynb).")
+@click.option("--deadline", default="", help="Overall time limit, e.g. 30m: services not reached are listed as such.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @FAIL_ON_PARTIAL
 def fleet_command(**options: Any) -> None:

@@ -25,6 +25,7 @@ nothing was written).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -37,7 +38,7 @@ from nbhelpers.evidence import Target, require_isvc
 from nbhelpers.sources import kinds
 from nbhelpers.sources.base import ClusterSource, KubeObject, LogRequest
 from nbhelpers.sources.kinds import Kind
-from nbhelpers.timeutil import Window, format_time
+from nbhelpers.timeutil import Window, format_time, parse_duration
 from nbhelpers.triage import SharedSources, TriageParams, open_live_sources, run
 
 FLEET_SCHEMA_ID = "kserve-runbook/fleet/v1"
@@ -249,8 +250,13 @@ def _failure_reason(error: Exception) -> str:
     return text if isinstance(error, RunbookError) else f"{type(error).__name__}: {text}"
 
 
-def triage_service(request: FleetRequest, shared: SharedSources, target: Target, fleet_dir: Path) -> ServiceEntry:
-    """Triage one service into ``<fleet_dir>/<namespace>/<isvc>/``; an exception becomes an ``error`` entry."""
+def triage_service(
+    request: FleetRequest, shared: SharedSources, target: Target, fleet_dir: Path, seconds_left: float | None = None
+) -> ServiceEntry:
+    """Triage one service into ``<fleet_dir>/<namespace>/<isvc>/``; an exception becomes an ``error`` entry.
+
+    ``seconds_left``: what remains of the fleet's ``--deadline``; it becomes this service's own deadline.
+    """
     relative = f"{target.namespace}/{target.isvc}"
     folder = fleet_dir / target.namespace / target.isvc
     window = shared.window
@@ -261,6 +267,7 @@ def triage_service(request: FleetRequest, shared: SharedSources, target: Target,
         since="",
         start=format_time(window.start),  # every service, and every notebook, sees the same window
         end=format_time(window.end),
+        deadline="" if seconds_left is None else f"{seconds_left:.3f}s",
     )
     try:
         if request.notebooks:
@@ -336,7 +343,9 @@ def run_fleet(request: FleetRequest, clock: Callable[[], datetime] | None = None
     check_request(request)
     now = clock or (lambda: datetime.now(timezone.utc))
     notify = request.progress or (lambda _message: None)
-    opened = open_live_sources(request.triage)
+    budget = parse_duration(request.triage.deadline).total_seconds() if request.triage.deadline else None
+    deadline = time.monotonic() + budget if budget is not None else None
+    opened = open_live_sources(request.triage, deadline)
     cluster = SharedReads(opened.cluster)
     shared = SharedSources(cluster, opened.metrics, opened.window)
     try:
@@ -345,7 +354,12 @@ def run_fleet(request: FleetRequest, clock: Callable[[], datetime] | None = None
         notify(f"fleet: {len(services)} InferenceService(s) in {request.scope_label} -> {out_dir}")
         entries: list[ServiceEntry] = []
         for index, (namespace, isvc) in enumerate(services):
-            entry = triage_service(request, shared, Target(namespace, isvc), out_dir)
+            seconds_left = None if deadline is None else deadline - time.monotonic()
+            if seconds_left is not None and seconds_left <= 0:
+                reason = f"not triaged: --deadline {request.triage.deadline} was reached before its turn"
+                entry = ServiceEntry(namespace, isvc, "error", reason)
+            else:
+                entry = triage_service(request, shared, Target(namespace, isvc), out_dir, seconds_left)
             entries.append(entry)
             notify(f"[{index + 1}/{len(services)}] {entry.ref}: {entry.headline()}")
             if index + 1 == len(services) or services[index + 1][0] != namespace:

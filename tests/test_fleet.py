@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -435,3 +436,27 @@ def test_fail_on_partial_turns_a_blind_spot_into_exit_1(
     assert strict.stderr.strip().splitlines() == [
         f"kserve-runbook: partial result (--fail-on-partial): 1 service(s) not fully seen; see {Path('strict') / 'fleet.md'}"
     ]
+
+
+def test_the_deadline_bounds_the_whole_fleet_and_names_the_services_not_reached(
+    fleet_api: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """Every GET of an InferenceService stalls 0.6 s: with 1.5 s for four services the fleet stops in time,
+    says which services it did not reach, and still writes its index."""
+    fleet_api.inject(f"{ISVC_PATH}/namespaces/*/inferenceservices/*", delay=0.6)
+    began = time.monotonic()
+    result = run_fleet(request_for(kubeconfig, tmp_path / "fleet", deadline="1500ms"))
+    elapsed = time.monotonic() - began
+
+    assert elapsed < 1.5 + 1.5, elapsed
+    reasons = [entry.reason for entry in result.entries if entry.status == "error"]
+    assert any("not triaged: --deadline 1500ms was reached before its turn" in reason for reason in reasons)
+    assert len(result.entries) == 4 and (tmp_path / "fleet" / "fleet.json").exists()
+
+
+def test_a_bad_fleet_deadline_is_refused_before_anything_is_read(
+    fleet_api: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(RunbookError, match="bad duration 'soon'"):
+        run_fleet(request_for(kubeconfig, tmp_path / "fleet", deadline="soon"))
+    assert fleet_api.requests == [] and not (tmp_path / "fleet").exists()
