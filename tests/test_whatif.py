@@ -21,15 +21,12 @@ from nbhelpers.whatif import (
     PROPOSED,
     Overrides,
     WhatIfResult,
-    chart_frame,
     merge_patch,
     project,
-    show_whatif,
     whatif,
-    whatif_chart,
-    whatif_controls,
     whatif_from_parameters,
 )
+from nbhelpers.whatif_display import chart_frame, show_whatif, whatif_chart, whatif_controls
 
 RUNBOOK = Path(__file__).parents[1] / "runbooks" / "whatif.ipynb"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
