@@ -71,8 +71,8 @@ STATUS_LOOKS = {
     "error": Look("ERROR", "!", "#7c2d12", "#ffedd5"),
 }
 _BOX = "font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:14px;line-height:1.45;color:#111827;"
-_CELL = "padding:4px 8px;border:1px solid #d1d5db;text-align:left;vertical-align:top;"
-_HEAD_CELL = _CELL + "background:#f3f4f6;font-weight:600;white-space:nowrap;"
+CELL_STYLE = "padding:4px 8px;border:1px solid #d1d5db;text-align:left;vertical-align:top;"
+_HEAD_CELL = CELL_STYLE + "background:#f3f4f6;font-weight:600;white-space:nowrap;"
 _MONO = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;"
 _PRE = (
     f"background:#f8fafc;border:1px solid #d1d5db;border-radius:4px;padding:6px 8px;white-space:pre-wrap;"
@@ -87,7 +87,7 @@ def _display(*objects: Any, metadata: dict[str, str] | None = None) -> None:
     display(*objects, metadata=metadata)  # type: ignore[no-untyped-call]
 
 
-def _html(markup: str, metadata: dict[str, str] | None = None) -> None:
+def show_html(markup: str, metadata: dict[str, str] | None = None) -> None:
     from IPython.display import HTML
 
     _display(HTML(f'<div style="{_BOX}">{markup}</div>'), metadata=metadata)  # type: ignore[no-untyped-call]
@@ -138,12 +138,12 @@ def finding_anchor(code: str) -> str:
     return f"finding-{code}"
 
 
-def _list(items: Iterable[str], style: str = "") -> str:
+def html_list(items: Iterable[str], style: str = "") -> str:
     rendered = "".join(f"<li>{escape(item)}</li>" for item in items)
     return f'<ul style="margin:4px 0 4px 18px;padding:0;{style}">{rendered}</ul>' if rendered else ""
 
 
-def _pre(text: str) -> str:
+def pre_block(text: str) -> str:
     return f'<pre style="{_PRE}">{escape(text)}</pre>'
 
 
@@ -232,7 +232,7 @@ def _local_suffix(moment: datetime, local: tzinfo | None) -> str:
 
 def facts_table(facts: Iterable[tuple[str, str]]) -> str:
     rows = "".join(
-        f'<tr><th style="{_HEAD_CELL}">{escape(name)}</th><td style="{_CELL}">{value}</td></tr>'
+        f'<tr><th style="{_HEAD_CELL}">{escape(name)}</th><td style="{CELL_STYLE}">{value}</td></tr>'
         for name, value in facts
     )
     return f'<table class="kr-facts" style="border-collapse:collapse;margin:4px 0 8px 0;">{rows}</table>'
@@ -252,12 +252,12 @@ def coverage_html(result: TriageResult) -> str:
     notes = report.coverage_notes(result)
     if notes and result.partial:
         text, look = (
-            "<strong>Coverage: could not see everything.</strong>" + _list(notes),
+            "<strong>Coverage: could not see everything.</strong>" + html_list(notes),
             SEVERITY_LOOKS[Severity.WARNING],
         )
     elif notes:
         text, look = (
-            "<strong>Coverage: every read succeeded.</strong> Not covered:" + _list(notes),
+            "<strong>Coverage: every read succeeded.</strong> Not covered:" + html_list(notes),
             SEVERITY_LOOKS[Severity.INFO],
         )
     else:
@@ -298,7 +298,7 @@ def verdict_html(result: TriageResult) -> str:
         head = f'<div style="font-size:16px;"><strong>No critical or warning finding</strong> ({escape(tally)}).</div>'
         ranked = ""
     impact = report.impact_lines(result.evidence)
-    impact_part = _label("Impact") + (_list(impact) or "<div>No metrics or pods to measure the impact from.</div>")
+    impact_part = _label("Impact") + (html_list(impact) or "<div>No metrics or pods to measure the impact from.</div>")
     partial = (
         '<div style="margin-top:4px;"><strong>The result is partial:</strong> see the coverage above.</div>'
         if result.partial
@@ -322,8 +322,8 @@ def _cause_link(code: str) -> str:
 def show_coverage(result: TriageResult) -> None:
     """The report's opening: header, coverage line, verdict with impact, and the incident timeline chart."""
     target = f"{result.evidence.target.namespace}/{result.evidence.target.isvc}"
-    _html(header_html(result), metadata={ROLE_KEY: HEADER_ROLE, report.TARGET_KEY: target})
-    _html(
+    show_html(header_html(result), metadata={ROLE_KEY: HEADER_ROLE, report.TARGET_KEY: target})
+    show_html(
         coverage_html(result)
         + verdict_html(result)
         + '<h2 style="font-size:20px;margin:14px 0 0 0;">Incident timeline</h2>'
@@ -375,9 +375,9 @@ def commands_html(finding: Finding) -> str:
     if not apply and finding.patch is not None:
         apply = _patch_file_command(finding) + "    # patch.yaml: the YAML below"
     if apply:
-        parts.append(_label("Apply") + _pre(apply))
+        parts.append(_label("Apply") + pre_block(apply))
     if remedy.rollback:
-        parts.append(_label("Roll back") + _pre(remedy.rollback))
+        parts.append(_label("Roll back") + pre_block(remedy.rollback))
     elif finding.patch is not None:
         parts.append(
             _label("Roll back") + '<div style="margin:2px 0 6px 0;">Save the object before applying '
@@ -391,7 +391,7 @@ def patch_html(finding: Finding) -> str:
         return ""
     return (
         f"{_label('Patch')}<div>{escape(finding.patch.type)} patch of "
-        f"<code>{escape(finding.patch.target)}</code>, YAML:</div>{_pre(finding.patch.body)}"
+        f"<code>{escape(finding.patch.target)}</code>, YAML:</div>{pre_block(finding.patch.body)}"
     )
 
 
@@ -402,10 +402,10 @@ def findings_table(findings: Iterable[Finding]) -> str:
     for finding in findings:
         rows.append(
             "<tr>"
-            f'<td style="{_CELL}{narrow}">{severity_badge(finding.level)}</td>'
-            f'<td style="{_CELL}{narrow}">{code_link(finding.code)}</td>'
-            f'<td style="{_CELL}">{escape(finding.title)}</td>'
-            f'<td style="{_CELL}font-size:12.5px;overflow-wrap:anywhere;">'
+            f'<td style="{CELL_STYLE}{narrow}">{severity_badge(finding.level)}</td>'
+            f'<td style="{CELL_STYLE}{narrow}">{code_link(finding.code)}</td>'
+            f'<td style="{CELL_STYLE}">{escape(finding.title)}</td>'
+            f'<td style="{CELL_STYLE}font-size:12.5px;overflow-wrap:anywhere;">'
             f"{'<br>'.join(escape(ref) for ref in finding.objects)}</td></tr>"
         )
     return (
@@ -425,7 +425,7 @@ def finding_details(finding: Finding, anchor_id: str = "") -> str:
         f'<p style="margin:4px 0;">{escape(finding.summary)}</p>',
     ]
     if finding.evidence:
-        parts.append(_label("Evidence") + _list(finding.evidence, "font-size:13px;"))
+        parts.append(_label("Evidence") + html_list(finding.evidence, "font-size:13px;"))
     parts.append(
         f'<div style="color:#374151;margin:4px 0;"><em>Why it matters:</em> '
         f"{escape(CATALOG[finding.code].reference)}</div>"
@@ -469,7 +469,7 @@ def show_step(result: TriageResult, step_id: str) -> None:
 
     A step that found nothing leaves out the panels the incident timeline already showed.
     """
-    _html(step_html(result, step_id))
+    show_html(step_html(result, step_id))
     status = result.step(step_id).status
     if status not in ("ok", "findings"):
         return
@@ -514,4 +514,4 @@ def root_causes_html(result: TriageResult) -> str:
 
 def show_root_causes(result: TriageResult) -> None:
     """Ranked action items with their commands, and the reference of the codes found."""
-    _html(root_causes_html(result))
+    show_html(root_causes_html(result))

@@ -108,7 +108,7 @@ def _number_text(value: float) -> str:
 def totals_html(result: WhatIfResult) -> str:
     from html import escape
 
-    from nbhelpers.display import _CELL
+    from nbhelpers.display import CELL_STYLE
 
     totals = result.totals()
     labels = (
@@ -121,7 +121,7 @@ def totals_html(result: WhatIfResult) -> str:
         ("pod_hours", "pod-hours (GPU cost)"),
     )
     head = "".join(
-        f'<th style="{_CELL}background:#f9fafb;">{escape(text)}</th>'
+        f'<th style="{CELL_STYLE}background:#f9fafb;">{escape(text)}</th>'
         for text in (
             "",
             f"current ({result.current.settings.describe()})",
@@ -134,8 +134,8 @@ def totals_html(result: WhatIfResult) -> str:
         for name in (CURRENT, PROPOSED):
             value = totals[name][key]
             text = f"{value:.1%}" if key == "timed_out_share" else _number_text(value)
-            cells.append(f'<td style="{_CELL}text-align:right;">{escape(text)}</td>')
-        rows.append(f'<tr><th style="{_CELL}background:#f9fafb;">{escape(label)}</th>{"".join(cells)}</tr>')
+            cells.append(f'<td style="{CELL_STYLE}text-align:right;">{escape(text)}</td>')
+        rows.append(f'<tr><th style="{CELL_STYLE}background:#f9fafb;">{escape(label)}</th>{"".join(cells)}</tr>')
     inputs = result.inputs
     if inputs.observed_5xx is not None:
         text = (
@@ -143,8 +143,8 @@ def totals_html(result: WhatIfResult) -> str:
             "cloud load balancer's own timeouts never reach that count)"
         )
         rows.append(
-            f'<tr><th style="{_CELL}background:#f9fafb;">{escape("the incident itself")}</th>'
-            f'<td style="{_CELL}" colspan="2">{escape(text)}</td></tr>'
+            f'<tr><th style="{CELL_STYLE}background:#f9fafb;">{escape("the incident itself")}</th>'
+            f'<td style="{CELL_STYLE}" colspan="2">{escape(text)}</td></tr>'
         )
     return f'<table style="border-collapse:collapse;margin:6px 0;"><tr>{head}</tr>{"".join(rows)}</table>'
 
@@ -152,7 +152,7 @@ def totals_html(result: WhatIfResult) -> str:
 def facts_html(result: WhatIfResult) -> str:
     from html import escape
 
-    from nbhelpers.display import _list
+    from nbhelpers.display import html_list
 
     inputs = result.inputs
     facts = [
@@ -162,7 +162,7 @@ def facts_html(result: WhatIfResult) -> str:
         f"timeout: {inputs.timeout:g} s ({inputs.timeout_origin})",
         *result.notes,
     ]
-    return f"<div><strong>What the replay rests on</strong></div>{_list(facts)}" + (
+    return f"<div><strong>What the replay rests on</strong></div>{html_list(facts)}" + (
         "" if result.patches else f"<p>{escape('No change to propose: the current settings carry this demand.')}</p>"
     )
 
@@ -170,7 +170,7 @@ def facts_html(result: WhatIfResult) -> str:
 def patches_html(result: WhatIfResult) -> str:
     from html import escape
 
-    from nbhelpers.display import _pre
+    from nbhelpers.display import pre_block
 
     parts = []
     for change in result.patches:
@@ -178,8 +178,8 @@ def patches_html(result: WhatIfResult) -> str:
         command = common.kubectl_patch(obj, change.patch) if obj is not None else ""
         parts.append(
             f'<div style="margin:8px 0;"><strong>{escape(change.setting)} → {escape(_value_text(change.value))}</strong> '
-            f"on <code>{escape(change.target)}</code>: {escape(change.reason)}.{_pre(patch_yaml(change))}"
-            + (_pre(command) if command else "")
+            f"on <code>{escape(change.target)}</code>: {escape(change.reason)}.{pre_block(patch_yaml(change))}"
+            + (pre_block(command) if command else "")
             + "</div>"
         )
     return "".join(parts)
@@ -191,12 +191,12 @@ def _value_text(value: Any) -> str:
 
 def show_whatif(result: WhatIfResult) -> None:
     """Totals, the chart, and the patches of the proposal as YAML with their kubectl commands."""
-    from nbhelpers.display import _html, show_chart
+    from nbhelpers.display import show_chart, show_html
 
-    _html(totals_html(result) + facts_html(result))
+    show_html(totals_html(result) + facts_html(result))
     show_chart(whatif_chart(result))
     if result.patches:
-        _html("<h3 style='margin:6px 0;'>Patches of the proposal</h3>" + patches_html(result))
+        show_html("<h3 style='margin:6px 0;'>Patches of the proposal</h3>" + patches_html(result))
 
 
 def whatif_controls(result: WhatIfResult) -> Any:

@@ -107,13 +107,13 @@ def kube_contexts(kubeconfig: str) -> KubeContexts:
 
     Reads files only, no network. A missing or malformed file is a :class:`RunbookError`.
     """
-    from nbhelpers.sources.cluster_live import _read_kubeconfig, kubeconfig_files
+    from nbhelpers.sources.cluster_live import kubeconfig_files, read_kubeconfig
 
     names: list[str] = []
     namespaces: dict[str, str] = {}
     current = ""
     for path in kubeconfig_files(kubeconfig or None):
-        document = _read_kubeconfig(path)
+        document = read_kubeconfig(path)
         for entry in document.get("contexts") or []:
             if not isinstance(entry, dict) or not entry.get("name") or str(entry["name"]) in names:
                 continue

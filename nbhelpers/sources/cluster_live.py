@@ -148,7 +148,7 @@ def choose_context(files: list[str], context: str | None) -> str:
     names: list[str] = []
     current = ""
     for path in files:
-        document = _read_kubeconfig(path)
+        document = read_kubeconfig(path)
         for entry in document.get("contexts") or []:
             if isinstance(entry, dict) and entry.get("name") and str(entry["name"]) not in names:
                 names.append(str(entry["name"]))
@@ -163,7 +163,7 @@ def choose_context(files: list[str], context: str | None) -> str:
     return context if context is not None else current
 
 
-def _read_kubeconfig(path: str) -> dict[str, Any]:
+def read_kubeconfig(path: str) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as handle:
             document = yaml.safe_load(handle)
