@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property, partial
@@ -264,7 +264,7 @@ def gather(
     logs = _read_logs(reader, pods, window, site)
 
     note("querying Prometheus")
-    metric_data = _query_metrics(metrics, target, window, reader.records)
+    metric_data = _query_metrics(metrics, target, window, reader.records, predictor_hpa_names(reader.objects, target))
 
     objects, events, logs = _redact(reader.objects, events, logs)
     versions = _detect_versions(cluster, logs, reader.records)
@@ -482,8 +482,28 @@ def _read_logs(reader: _Reader, pods: list[KubeObject], window: Window, site: Si
     return logs
 
 
+def predictor_hpa_names(buckets: Mapping[str, Mapping[str, KubeObject]], target: Target) -> tuple[str, ...]:
+    """HPAs in the namespace that scale one of the predictor's Deployments (named by KServe or by hand)."""
+    deployments = {
+        kube.name(obj)
+        for obj in buckets.get(kinds.DEPLOYMENT.key, {}).values()
+        if kube.labels(obj).get(kube.ISVC_LABEL) == target.isvc
+    }
+    names = []
+    for hpa in buckets.get(kinds.HPA.key, {}).values():
+        scaled = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
+        scaled_name = str(scaled.get("name") or "")
+        if scaled_name in deployments or scaled_name.startswith(f"{target.isvc}-predictor"):
+            names.append(kube.name(hpa))
+    return tuple(sorted(names))
+
+
 def _query_metrics(
-    metrics: MetricsSource | None, target: Target, window: Window, records: list[ReadRecord]
+    metrics: MetricsSource | None,
+    target: Target,
+    window: Window,
+    records: list[ReadRecord],
+    hpa_names: Sequence[str] = (),
 ) -> dict[str, MetricData]:
     if metrics is None:
         records.append(ReadRecord("prometheus", "skipped", "no Prometheus configured (--prometheus)"))
@@ -495,7 +515,7 @@ def _query_metrics(
         if unreachable is not None:
             results[spec.id] = MetricData(spec.id, "", 0, step, "unreachable", error=unreachable)
             continue
-        results[spec.id] = _query_one(metrics, spec, target, window, step)
+        results[spec.id] = _query_one(metrics, spec, target, window, step, hpa_names)
         if results[spec.id].status in ("unreachable", "timeout"):
             unreachable = results[spec.id].error
             records.append(ReadRecord("prometheus", results[spec.id].status, unreachable))
@@ -525,11 +545,16 @@ def _query_metrics(
 
 
 def _query_one(
-    metrics: MetricsSource, spec: catalog.QuerySpec, target: Target, window: Window, step: int
+    metrics: MetricsSource,
+    spec: catalog.QuerySpec,
+    target: Target,
+    window: Window,
+    step: int,
+    hpa_names: Sequence[str] = (),
 ) -> MetricData:
     first: MetricData | None = None
     for index in range(len(spec.templates)):
-        promql = catalog.render(spec, index, target.namespace, target.isvc, step)
+        promql = catalog.render(spec, index, target.namespace, target.isvc, step, hpa_names)
         try:
             answer = metrics.query_range(spec.id, promql, window.start, window.end, step)
         except ReadFailed as failure:

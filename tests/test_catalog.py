@@ -157,3 +157,62 @@ def test_step_keeps_every_series_under_11000_points(length: timedelta, step: int
     window = Window(START, START + length)
     assert query_step_seconds(window) == step
     assert window.seconds / step <= 11_000
+
+
+def test_hpa_series_also_match_hpas_named_by_hand(tmp_path: Path) -> None:
+    """An HPA the user named "llm-scaler" scales the predictor: Prometheus' own engine (promtool test rules)
+    finds its kube-state-metrics series; KServe-named HPAs keep the PromQL a bundle recorded."""
+    _prometheus, promtool = require_prometheus_binaries()
+    spec = catalog.BY_ID["hpa_current_replicas"]
+    plain = catalog.render(spec, 0, NAMESPACE, ISVC, 15)
+    assert catalog.render(spec, 0, NAMESPACE, ISVC, 15, ("vllm-llm-predictor",)) == plain
+    promql = catalog.render(spec, 0, NAMESPACE, ISVC, 15, ("llm-scaler", "vllm-llm-predictor", "team.hpa"))
+    assert 'horizontalpodautoscaler=~"vllm-llm-predictor.*|llm-scaler|team[.]hpa"' in promql
+    with pytest.raises(ValueError, match="invalid Kubernetes name"):
+        catalog.render(spec, 0, NAMESPACE, ISVC, 15, ('x"}) or vector(1) #',))
+
+    series = 'kube_horizontalpodautoscaler_status_current_replicas{{namespace="llm", horizontalpodautoscaler="{}"}}'
+    tests = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": series.format("llm-scaler"), "values": "3 3 3"},
+                    {"series": series.format("other-service"), "values": "9 9 9"},
+                ],
+                "promql_expr_test": [
+                    {"expr": promql, "eval_time": "2m", "exp_samples": [{"labels": "{}", "value": 3}]},
+                    {"expr": plain, "eval_time": "2m", "exp_samples": []},
+                ],
+            }
+        ],
+    }
+    test_file = tmp_path / "hpa-test.yml"
+    test_file.write_text(yaml.safe_dump(tests))
+    checked = subprocess.run(
+        [promtool, "test", "rules", str(test_file)], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_predictor_hpa_names_are_the_hpas_scaling_the_predictor() -> None:
+    from nbhelpers.evidence import Target, predictor_hpa_names
+    from nbhelpers.sources import kinds
+
+    def hpa(name: str, deployment: str) -> dict[str, object]:
+        return {"metadata": {"name": name}, "spec": {"scaleTargetRef": {"kind": "Deployment", "name": deployment}}}
+
+    buckets = {
+        kinds.DEPLOYMENT.key: {
+            "d1": {"metadata": {"name": "custom-deploy", "labels": {"serving.kserve.io/inferenceservice": ISVC}}},
+            "d2": {"metadata": {"name": "unrelated", "labels": {}}},
+        },
+        kinds.HPA.key: {
+            "h1": hpa("llm-scaler", "custom-deploy"),
+            "h2": hpa("kserve-made", f"{ISVC}-predictor"),
+            "h3": hpa("someone-else", "unrelated"),
+        },
+    }
+    assert predictor_hpa_names(buckets, Target(NAMESPACE, ISVC)) == ("kserve-made", "llm-scaler")

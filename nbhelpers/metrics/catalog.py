@@ -11,6 +11,7 @@ away during the incident still count.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -125,7 +126,7 @@ CATALOG: tuple[QuerySpec, ...] = (
         "max",
         "HPA current replicas",
         'max(kube_horizontalpodautoscaler_status_current_replicas{{namespace="{namespace}", '
-        'horizontalpodautoscaler=~"{isvc}-predictor.*"}})',
+        'horizontalpodautoscaler=~"{hpa}"}})',
     ),
     _q(
         "hpa_desired_replicas",
@@ -133,7 +134,7 @@ CATALOG: tuple[QuerySpec, ...] = (
         "max",
         "HPA desired replicas",
         'max(kube_horizontalpodautoscaler_status_desired_replicas{{namespace="{namespace}", '
-        'horizontalpodautoscaler=~"{isvc}-predictor.*"}})',
+        'horizontalpodautoscaler=~"{hpa}"}})',
     ),
     _q(
         "deployment_available_replicas",
@@ -206,15 +207,25 @@ BY_ID: dict[str, QuerySpec] = {spec.id: spec for spec in CATALOG}
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
-def render(spec: QuerySpec, template_index: int, namespace: str, isvc: str, step_seconds: int) -> str:
-    """Fill one template for an InferenceService. Names are validated, never quoted blindly."""
-    for value in (namespace, isvc):
+def render(
+    spec: QuerySpec, template_index: int, namespace: str, isvc: str, step_seconds: int, hpa_names: Sequence[str] = ()
+) -> str:
+    """Fill one template for an InferenceService. Names are validated, never quoted blindly.
+
+    ``hpa_names``: HPAs that scale the predictor. The HPA series match the ``<isvc>-predictor`` prefix
+    (KServe's own name) and any other of these names, so a bundle captured before names were added,
+    or for KServe-named HPAs, replays the same PromQL.
+    """
+    for value in (namespace, isvc, *hpa_names):
         if not _LABEL_VALUE.fullmatch(value):
             raise ValueError(f"invalid Kubernetes name {value!r}")
+    prefix = f"{isvc}-predictor"
+    extra_hpas = sorted({name for name in hpa_names if not name.startswith(prefix)})  # the prefix has the rest
+    hpa_pattern = "|".join([f"{prefix}.*", *(name.replace(".", "[.]") for name in extra_hpas)])
     pod_pattern = f"{isvc}-predictor-.+"
     selector = f'namespace="{namespace}", pod=~"{pod_pattern}"'
     dcgm_selector = f'exported_namespace="{namespace}", exported_pod=~"{pod_pattern}"'
     rate_range = f"{max(60, 4 * step_seconds)}s"
     return spec.templates[template_index].format(
-        sel=selector, dcgm_sel=dcgm_selector, rate=rate_range, namespace=namespace, isvc=isvc
+        sel=selector, dcgm_sel=dcgm_selector, rate=rate_range, namespace=namespace, isvc=isvc, hpa=hpa_pattern
     )
