@@ -28,7 +28,19 @@ def _target_options(function: F) -> F:
     return click.option("--namespace", "-n", default="", help="Namespace of the InferenceService.")(function)
 
 
+def _window_options(function: F) -> F:
+    options = [
+        click.option("--since", default="", help="Window length back from now (or the capture time), e.g. 2h."),
+        click.option("--start", default="", help="Window start, ISO 8601 with offset."),
+        click.option("--end", default="", help="Window end, ISO 8601 with offset."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
 def _live_options(function: F) -> F:
+    """How to reach the cluster and Prometheus (kubeconfig, context, Prometheus URL and auth, timeouts)."""
     options = [
         click.option("--kubeconfig", default="", help="Kubeconfig file (default: the usual kubeconfig rules)."),
         click.option("--context", default="", help="Kubeconfig context."),
@@ -39,9 +51,6 @@ def _live_options(function: F) -> F:
             "--prometheus-header", "prometheus_headers", multiple=True, help="Extra header 'Name: value' (repeatable)."
         ),
         click.option("--prometheus-insecure", is_flag=True, help="Do not verify Prometheus' TLS certificate."),
-        click.option("--since", default="", help="Window length back from now (or the capture time), e.g. 2h."),
-        click.option("--start", default="", help="Window start, ISO 8601 with offset."),
-        click.option("--end", default="", help="Window end, ISO 8601 with offset."),
         click.option("--request-timeout", default="30s", show_default=True, help="Timeout of each API call."),
         click.option(
             "--client-timeout", default="", help="The callers' own request timeout, e.g. 60s (timeouts step)."
@@ -135,6 +144,7 @@ def cli() -> None:
 @cli.command()
 @_target_options
 @_live_options
+@_window_options
 @_report_options
 @click.option(
     "--symptom",
@@ -150,6 +160,7 @@ def triage(**options: Any) -> None:
 @cli.command()
 @_target_options
 @_live_options
+@_window_options
 @click.option("--bundle", default="", help="Re-capture from an existing bundle (e.g. to narrow the window).")
 @click.option("--out", required=True, help="Bundle to write: a new directory, or a path ending in .tar.gz.")
 @FAIL_ON_PARTIAL
@@ -172,6 +183,7 @@ def capture(**options: Any) -> None:
 @cli.command("fleet")
 @click.option("--namespace", "-n", default="", help="Namespace whose InferenceServices to triage.")
 @_live_options
+@_window_options
 @click.option("--all-namespaces", "-A", is_flag=True, help="Every namespace (one cluster-wide list).")
 @click.option("--out", default="", help="Output folder (must be new or empty).")
 @click.option("--notebooks", is_flag=True, help="Also run the notebook per service (report.html, triage.ipynb).")
@@ -200,6 +212,27 @@ def fleet_command(**options: Any) -> None:
     blind = totals["partial"] + totals["error"]
     _fail_if_partial(options, blind > 0, f"{blind} service(s) not fully seen; see {result.out_dir / 'fleet.md'}")
     sys.exit(result.exit_code)
+
+
+@cli.command("webhook")
+@click.option("--listen", default="127.0.0.1:9095", show_default=True, help="HOST:PORT (POST /alerts, GET /healthz).")
+@_live_options
+@click.option("--out", default="outputs", show_default=True, help="Each run writes <out>/<UTC time>-<ns>-<isvc>/.")
+@click.option("--lookback", default="30m", show_default=True, help="Each window starts this long before startsAt.")
+@click.option("--cooldown", default="10m", show_default=True, help="Do not triage one service again within this.")
+@click.option("--deadline", default="5m", show_default=True, help="Time limit of each run.")
+@click.option("--secret-env", default="", help="Variable holding the bearer secret Alertmanager must send.")
+@click.option("--insecure-no-auth", is_flag=True, help="Allow a non-loopback --listen without --secret-env.")
+@click.option("--slack-webhook-env", default="", help="Variable holding a Slack incoming-webhook URL to notify.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+def webhook_command(**options: Any) -> None:
+    """Alertmanager receiver: triage the InferenceService each firing alert names (findings.json, summary.md)."""
+    import os
+
+    from nbhelpers.webhook import run_receiver, settings_from_options
+
+    settings = settings_from_options(_params(options), options, os.environ)
+    run_receiver(settings, None if options["quiet"] else lambda message: click.echo(message, err=True))
 
 
 @cli.command()

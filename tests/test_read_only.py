@@ -2,23 +2,31 @@
 
 Two halves:
 
-- **observed**: ``triage``, ``capture`` and ``fleet`` run as a user runs them (the CLI, a subprocess) against
-  the fixture API server and a stand-in Prometheus; every request either of them saw was a GET, and none
-  asked the API server what the tool may do (a SelfSubjectAccessReview is a POST: permissions are inferred
-  from 403 answers instead).
+- **observed**: ``triage``, ``capture``, ``fleet`` and ``webhook`` (fed one alert) run as a user runs them (the
+  CLI, a subprocess) against the fixture API server and a stand-in Prometheus; every request either of them
+  saw was a GET, and none asked the API server what the tool may do (a SelfSubjectAccessReview is a POST:
+  permissions are inferred from 403 answers instead).
 - **by construction**: only ``nbhelpers/sources/cluster_live.py`` and ``metrics_live.py`` import an HTTP or
   Kubernetes client; the one request call in the former sends the literal method "GET", no generated API
   class (whose methods create, patch and delete) is imported anywhere, and every request call in both has a
-  timeout. So no call path to a write exists, and no network call can wait forever.
+  timeout. So no call path to a write exists, and no network call can wait forever. The one exception,
+  ``webhook.py``, imports ``urllib.request`` for a single call with a timeout: the POST of its summary to
+  the Slack URL the user configured, never to the cluster or Prometheus (and ``socket`` only for the
+  address family it listens on).
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import signal
 import subprocess
 import sys
+import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from functools import cache
 from pathlib import Path
 
@@ -30,6 +38,7 @@ import nbhelpers
 
 PACKAGE = Path(nbhelpers.__file__).parent
 SOURCES = {"sources/cluster_live.py", "sources/metrics_live.py"}
+NOTIFIER = "webhook.py"  # may POST a run's summary to Slack, nothing else
 NETWORK_MODULES = ("requests", "urllib3", "urllib.request", "http.client", "socket", "httpx", "aiohttp")
 NETWORK_PACKAGES = ("kubernetes", "prometheus_api_client", *NETWORK_MODULES)
 # The only part of the kubernetes package other modules may use: quantity arithmetic, no I/O.
@@ -88,6 +97,42 @@ def test_every_command_sends_only_get(command: str, fixture: Fixture, tmp_path: 
     assert not [r.path for r in api_requests if "accessreview" in r.path.lower() or "tokenreview" in r.path.lower()]
 
 
+@pytest.mark.integration
+def test_the_webhook_sends_only_get(fixture: Fixture, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    arguments = ["webhook", "--listen", "127.0.0.1:0", "--kubeconfig", str(fixture.kubeconfig)]
+    arguments += ["--prometheus", fixture.prometheus.url, "--out", str(out)]
+    fixture.api.clear_requests()
+    seen_by_prometheus = len(fixture.prometheus.requests)
+    starts_at = (datetime.now(timezone.utc) - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    alert = {"status": "firing", "labels": {"namespace": "llm", "isvc": "vllm-llm"}, "startsAt": starts_at}
+    body = json.dumps({"version": "4", "status": "firing", "alerts": [alert]}).encode()
+
+    with subprocess.Popen(
+        [sys.executable, "-m", "nbhelpers", *arguments], stderr=subprocess.PIPE, text=True, cwd=tmp_path
+    ) as receiver:
+        assert receiver.stderr is not None
+        first_line = receiver.stderr.readline()
+        assert first_line.startswith("webhook: listening on http://127.0.0.1:"), first_line
+        url = first_line.split()[3]
+        post = urllib.request.Request(f"{url}/alerts", data=body, method="POST")
+        with urllib.request.urlopen(post, timeout=10) as answer:
+            assert answer.status == 202
+        deadline = time.monotonic() + 120
+        while not list(out.glob("*/findings.json")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        receiver.send_signal(signal.SIGTERM)
+        _, errors = receiver.communicate(timeout=60)
+
+    assert receiver.returncode == 0, errors
+    assert len(list(out.glob("*-llm-vllm-llm/findings.json"))) == 1
+    api_requests = fixture.api.requests
+    prometheus_requests = fixture.prometheus.requests[seen_by_prometheus:]
+    assert api_requests and prometheus_requests
+    assert {request.method for request in api_requests} == {"GET"}
+    assert {request.method for request in prometheus_requests} == {"GET"}
+
+
 # --- by construction -------------------------------------------------------------------------------
 
 
@@ -131,7 +176,28 @@ def test_only_the_two_source_modules_touch_the_network() -> None:
         for module, tree in parsed.items()
         if module not in SOURCES
     }
+    assert outside.pop(NOTIFIER) == ["socket", "urllib.request"]
     assert {module: names for module, names in outside.items() if names} == {}
+
+
+def test_the_webhook_sends_one_request_itself_a_post_with_a_timeout() -> None:
+    tree = modules()[NOTIFIER]
+    used_of_socket = {
+        node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and ast.unparse(node.value) == "socket"
+    }
+    assert used_of_socket <= {"AF_INET", "AF_INET6"}  # the listening socket's address family, nothing else
+    (call,) = calls_named(tree, "urlopen")
+    assert "timeout" in {keyword.arg for keyword in call.keywords}
+    (built,) = calls_named(tree, "Request")
+    assert {keyword.arg: ast.unparse(keyword.value) for keyword in built.keywords}["method"] == "'POST'"
+    (caller,) = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and any(inner is call for inner in ast.walk(node))
+    ]
+    assert caller.name == "post_to_slack"
+    notified = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and ast.unparse(node.func) == caller.name]
+    assert [ast.unparse(node.args[0]) for node in notified] == ["settings.slack_url"]
 
 
 def test_no_generated_api_class_and_no_write_verb_is_reachable() -> None:

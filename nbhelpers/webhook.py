@@ -1,0 +1,682 @@
+"""``kserve-runbook webhook``: an Alertmanager receiver that triages the service a firing alert names (DESIGN §4.1).
+
+``POST /alerts`` takes Alertmanager's webhook payload (version 4). Each firing
+alert that names an InferenceService (see :func:`find_target`) becomes a job;
+resolved alerts, alerts without a target, and targets already queued, running
+or triaged within the cooldown are ignored, and the answer (202) says why for
+each. One worker thread takes the jobs in order and runs ``triage.run()``
+in-process (DESIGN §3.1), so a burst of alerts never starts more than one run
+at a time; each run writes ``findings.json`` and ``summary.md`` into
+``<out>/<UTC time>-<namespace>-<isvc>/`` (DESIGN §4.2). ``GET /healthz``
+answers 200.
+
+The window of a run is [startsAt − lookback, now) (at most 7 days), and the
+incident interval [startsAt, now). Against the cluster the receiver is as
+read-only as ``triage``: all reads go through ``nbhelpers.sources``. The only
+request it sends itself is the optional POST of a summary to a Slack incoming
+webhook, whose URL is a secret and, like the shared bearer secret, never
+appears in an answer, a log line or a written file.
+"""
+
+from __future__ import annotations
+
+import hmac
+import io
+import ipaddress
+import json
+import queue
+import re
+import signal
+import socket
+import threading
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from nbhelpers import report
+from nbhelpers.errors import RunbookError
+from nbhelpers.evidence import Target
+from nbhelpers.findings import Severity
+from nbhelpers.headless import output_dir
+from nbhelpers.redact import redact_text
+from nbhelpers.timeutil import MAX_WINDOW, format_time, parse_duration
+from nbhelpers.triage import TriageParams, open_live_sources, run
+
+MAX_BODY_BYTES = 1 << 20
+MAX_QUEUED = 32  # distinct services waiting for the worker; more are refused until it catches up
+SLACK_TIMEOUT_SECONDS = 5.0
+READ_TIMEOUT_SECONDS = 10.0  # a client that stalls mid-request loses its connection, not a thread forever
+MAX_ROOT_CAUSES_NOTIFIED = 3
+# Labels that name the InferenceService directly, in order of preference. The last two are how
+# Prometheus spells the pod label serving.kserve.io/inferenceservice (kube-state-metrics adds "label_").
+ISVC_LABELS = (
+    "inferenceservice",
+    "isvc",
+    "serving_kserve_io_inferenceservice",
+    "label_serving_kserve_io_inferenceservice",
+)
+# Labels holding the name of a predictor Service (vLLM scraped through its Service, Istio, Knative).
+SERVICE_LABELS = ("service", "service_name", "destination_service_name")
+NAMESPACE_LABELS = ("namespace", "destination_service_namespace")
+Progress = Callable[[str], None]
+Clock = Callable[[], datetime]
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# <isvc>-predictor, older <isvc>-predictor-default, Knative revisions <isvc>-predictor-00001 and their
+# -private Services; the greedy name keeps an InferenceService whose own name contains "-predictor".
+_PREDICTOR_SERVICE = re.compile(
+    r"^(?P<isvc>[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)-predictor(?:-default)?(?:-\d{5})?(?:-private)?$"
+)
+# Pods: <isvc>-predictor-<replicaset hash>-<suffix> (RawDeployment) or
+# <isvc>-predictor-00001-deployment-<hash>-<suffix> (Serverless).
+_PREDICTOR_POD = re.compile(
+    r"^(?P<isvc>[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)-predictor(?:-default)?(?:-\d{5}-deployment)?-[a-z0-9]+-[a-z0-9]+$"
+)
+_RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|z|[+-]\d\d:\d\d)$")
+
+
+# --------------------------------------------------------------------------------------------- payload
+
+
+class PayloadError(ValueError):
+    """A request body that is not an Alertmanager webhook payload (answered 400 with this one-line reason)."""
+
+
+@dataclass(frozen=True)
+class Alert:
+    """The parts of one alert of the payload the receiver uses."""
+
+    name: str  # the alertname label
+    status: str  # firing | resolved
+    labels: Mapping[str, str]
+    starts_at: str  # as sent (RFC 3339, nanoseconds allowed)
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Why an alert is not triaged."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Job:
+    """One triage to run: the service and the alert that asked for it."""
+
+    target: Target
+    alert: str
+    starts_at: datetime
+
+    @property
+    def ref(self) -> str:
+        return f"{self.target.namespace}/{self.target.isvc}"
+
+
+def _string_map(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(item, str) for item in (*value, *value.values())):
+        raise PayloadError(f"{where} must be an object of strings")
+    return dict(value)
+
+
+def parse_payload(body: bytes) -> list[Alert]:
+    """The alerts of an Alertmanager webhook payload; :class:`PayloadError` when the body has another shape."""
+    try:
+        document = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        reason = "too deeply nested" if isinstance(error, RecursionError) else str(error).splitlines()[0]
+        raise PayloadError(f"body is not JSON: {reason}") from None
+    if not isinstance(document, dict):
+        raise PayloadError("body must be a JSON object (Alertmanager's webhook payload)")
+    version = document.get("version")
+    if version is not None and version != "4":
+        raise PayloadError(f'unsupported payload version {version!r}: this receiver reads version "4"')
+    alerts = document.get("alerts")
+    if not isinstance(alerts, list):
+        raise PayloadError("'alerts' must be a list")
+    parsed = []
+    for index, alert in enumerate(alerts):
+        where = f"alerts[{index}]"
+        if not isinstance(alert, dict):
+            raise PayloadError(f"{where} must be an object")
+        status, starts_at = alert.get("status"), alert.get("startsAt", "")
+        if not isinstance(status, str) or not isinstance(starts_at, str):
+            raise PayloadError(f"{where}: 'status' and 'startsAt' must be strings")
+        labels = _string_map(alert.get("labels"), f"{where}.labels")
+        _string_map(alert.get("annotations"), f"{where}.annotations")
+        parsed.append(Alert(labels.get("alertname", ""), status, labels, starts_at))
+    return parsed
+
+
+def parse_alert_time(text: str) -> datetime | None:
+    """An alert timestamp (RFC 3339; Go writes nanoseconds) in UTC; ``None`` when absent, malformed or zero."""
+    match = _RFC3339.match(text.strip())
+    if not match:
+        return None
+    seconds, fraction, offset = match.groups()
+    moment_text = seconds + (f".{fraction[:6]}" if fraction else "") + ("+00:00" if offset in "Zz" else offset)
+    try:
+        moment = datetime.fromisoformat(moment_text).astimezone(timezone.utc)
+    except (ValueError, OverflowError):
+        return None
+    return None if moment.year <= 1 else moment  # Go's zero time means "not set"
+
+
+# ---------------------------------------------------------------------------------------------- target
+
+
+def isvc_from_predictor_name(name: str, pod: bool = False) -> str | None:
+    """The InferenceService behind a predictor Service (or, with ``pod``, a predictor pod) name, if it is one."""
+    short = name.split(".", 1)[0]  # a Service's cluster DNS name: <name>.<namespace>.svc...
+    match = (_PREDICTOR_POD if pod else _PREDICTOR_SERVICE).match(short)
+    return match.group("isvc") if match else None
+
+
+def find_target(labels: Mapping[str, str]) -> Target | Skip:
+    """The InferenceService an alert is about, from its labels, or why there is none.
+
+    The namespace is the ``namespace`` label (Istio's ``destination_service_namespace`` otherwise). The
+    name is the first of :data:`ISVC_LABELS` present, else a predictor Service name in
+    :data:`SERVICE_LABELS`, else a predictor pod name in ``pod`` (kube-state-metrics alerts such as
+    restarts carry only the pod).
+    """
+    namespace = next((labels[name] for name in NAMESPACE_LABELS if labels.get(name)), "")
+    if not namespace:
+        return Skip("no namespace label")
+    if not _DNS_LABEL.match(namespace):
+        return Skip(f"namespace {namespace!r} is not a valid namespace name")
+    for label in ISVC_LABELS:
+        if labels.get(label):
+            if not _DNS_LABEL.match(labels[label]):
+                return Skip(f"label {label}={labels[label]!r} is not a valid InferenceService name")
+            return Target(namespace, labels[label])
+    derived = [isvc_from_predictor_name(labels.get(label, "")) for label in SERVICE_LABELS]
+    derived.append(isvc_from_predictor_name(labels.get("pod", ""), pod=True))
+    isvc = next((name for name in derived if name), None)
+    if isvc:
+        return Target(namespace, isvc)
+    return Skip(
+        "no InferenceService label ("
+        + ", ".join(ISVC_LABELS)
+        + ") and no predictor Service ("
+        + ", ".join(SERVICE_LABELS)
+        + ") or pod name"
+    )
+
+
+def job_for(alert: Alert) -> Job | Skip:
+    """The triage a single alert asks for, or why it asks for none."""
+    if alert.status != "firing":
+        return Skip(f"status {alert.status!r}: only firing alerts are triaged")
+    target = find_target(alert.labels)
+    if isinstance(target, Skip):
+        return target
+    starts_at = parse_alert_time(alert.starts_at)
+    if starts_at is None:
+        return Skip(f"startsAt {alert.starts_at!r} is not an RFC 3339 time")
+    return Job(target, alert.name, starts_at)
+
+
+def job_params(base: TriageParams, job: Job, now: datetime, lookback: timedelta) -> TriageParams:
+    """The run's parameters: window [startsAt − lookback, now) capped at 7 days, incident [startsAt, now)."""
+    began = min(job.starts_at, now - timedelta(seconds=1))  # a clock running behind Alertmanager's
+    start = max(began - lookback, now - MAX_WINDOW)
+    return replace(
+        base,
+        namespace=job.target.namespace,
+        isvc=job.target.isvc,
+        since="",
+        start=format_time(start),
+        end=format_time(now),
+        incident_start=format_time(began),
+        incident_end=format_time(now),
+    )
+
+
+# ------------------------------------------------------------------------------------- admission state
+
+
+class Admissions:
+    """Which services may be queued now: not while queued or running, not again within the cooldown.
+
+    Pure bookkeeping: every call gets the current time from the caller; the caller serialises calls.
+    The cooldown counts from the end of a service's last run, whether it succeeded or not.
+    """
+
+    def __init__(self, cooldown: timedelta, max_queued: int = MAX_QUEUED) -> None:
+        self.cooldown = cooldown
+        self.max_queued = max_queued
+        self._queued: set[Target] = set()
+        self._running: Target | None = None
+        self._finished: dict[Target, datetime] = {}
+
+    def admit(self, target: Target, now: datetime) -> str | None:
+        """Queue ``target`` and return ``None``, or return why it is not queued."""
+        if target in self._queued:
+            return "already queued"
+        if target == self._running:
+            return "a triage of this service is running"
+        last = self._finished.get(target)
+        if last is not None and now - last < self.cooldown:
+            return (
+                f"triaged {_duration_text(now - last)} ago; not again within the cooldown of "
+                f"{_duration_text(self.cooldown)}"
+            )
+        if len(self._queued) >= self.max_queued:
+            return f"queue full ({self.max_queued} services waiting); Alertmanager will send it again"
+        self._queued.add(target)
+        return None
+
+    def started(self, target: Target) -> None:
+        self._queued.discard(target)
+        self._running = target
+
+    def finished(self, target: Target, now: datetime) -> None:
+        self._running = None
+        self._finished[target] = now
+        self._finished = {key: when for key, when in self._finished.items() if now - when < self.cooldown}
+
+    @property
+    def queued(self) -> int:
+        return len(self._queued)
+
+
+def _duration_text(delta: timedelta) -> str:
+    seconds = max(0, int(delta.total_seconds()))
+    if seconds % 3600 == 0 and seconds:
+        return f"{seconds // 3600}h"
+    if seconds % 60 == 0 and seconds:
+        return f"{seconds // 60}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+# ---------------------------------------------------------------------------------------------- runs
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What one triage produced (``error`` set: it could not run, and nothing was written)."""
+
+    job: Job
+    folder: Path | None
+    root_causes: tuple[str, ...] = ()
+    critical: int = 0
+    coverage: str = ""
+    error: str = ""
+
+
+def triage_job(base: TriageParams, job: Job, out: Path, lookback: timedelta, clock: Clock) -> RunRecord:
+    """Run the triage in-process and write findings.json and summary.md; any failure becomes ``error``."""
+    now = clock()
+    try:
+        result = run(job_params(base, job, now, lookback), clock=clock)
+        folder = output_dir(None, job.target, now, base=out)
+        report.write_outputs(result, folder)
+    except Exception as error:  # one failed run must not stop the receiver
+        text = " ".join(str(error).split())
+        return RunRecord(
+            job, None, error=text if isinstance(error, RunbookError) else f"{type(error).__name__}: {text}"
+        )
+    critical = sum(1 for finding in result.findings if finding.level is Severity.CRITICAL)
+    return RunRecord(job, folder, result.root_causes, critical, report.coverage_line(result))
+
+
+def run_line(record: RunRecord) -> str:
+    """The progress line, and the notification text, of a finished run."""
+    head = f"{record.job.ref} (alert {record.job.alert or 'unnamed'})"
+    if record.error:
+        return f"{head}: triage failed: {record.error}"
+    causes = ", ".join(record.root_causes[:MAX_ROOT_CAUSES_NOTIFIED]) or "none"
+    more = len(record.root_causes) - MAX_ROOT_CAUSES_NOTIFIED
+    causes += f" and {more} more" if more > 0 else ""
+    return (
+        f"{head}: root causes: {causes} ({record.critical} critical findings). {record.coverage} "
+        f"Report: {record.folder}"
+    )
+
+
+def post_to_slack(url: str, text: str, timeout: float = SLACK_TIMEOUT_SECONDS) -> str:
+    """POST ``{"text": text}`` to a Slack incoming webhook; ``""`` on success, else one line without the URL."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps({"text": text}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            response.read(4096)
+    except Exception as error:  # a notification failure is logged, never raised into the worker
+        message = " ".join(f"{type(error).__name__}: {error}".split())
+        return redact_text(message, [url])
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------- server
+
+
+@dataclass(frozen=True)
+class Listen:
+    host: str
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False  # a host name: it may resolve to any interface
+
+    def url(self, port: int) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{port}"
+
+
+def parse_listen(text: str) -> Listen:
+    """``HOST:PORT`` or ``[IPv6]:PORT`` (port 0: any free port)."""
+    host, separator, port = text.strip().rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not separator or not host or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise RunbookError(f"bad --listen {text!r}: use HOST:PORT, e.g. 127.0.0.1:9095")
+    return Listen(host, int(port))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The receiver's configuration; ``triage`` carries the live options every run uses."""
+
+    triage: TriageParams
+    listen: Listen
+    out: Path = Path("outputs")
+    lookback: timedelta = timedelta(minutes=30)
+    cooldown: timedelta = timedelta(minutes=10)
+    secret: str = field(default="", repr=False)  # the bearer token Alertmanager must send; "": none asked
+    slack_url: str = field(default="", repr=False)
+    secret_env: str = ""  # the variable's name, for the startup line
+
+
+def _env_value(environment: Mapping[str, str], variable: str, option: str) -> str:
+    if not variable:
+        return ""
+    value = environment.get(variable, "").strip()
+    if not value:
+        raise RunbookError(f"{option} {variable}: that variable is not set or empty")
+    return value
+
+
+def settings_from_options(triage: TriageParams, options: Mapping[str, Any], environment: Mapping[str, str]) -> Settings:
+    """Validate the command line (``RunbookError`` on bad input) into :class:`Settings`."""
+    listen = parse_listen(str(options["listen"]))
+    secret = _env_value(environment, options["secret_env"], "--secret-env")
+    if not secret and not listen.loopback and not options["insecure_no_auth"]:
+        raise RunbookError(
+            f"refusing to listen on {listen.host} without authentication: set --secret-env VAR (the shared "
+            "secret Alertmanager sends as a bearer token), or pass --insecure-no-auth"
+        )
+    lookback, cooldown = parse_duration(options["lookback"]), parse_duration(options["cooldown"])
+    if not timedelta(seconds=1) <= lookback <= MAX_WINDOW:
+        raise RunbookError(f"--lookback {options['lookback']}: use 1s to 7d")
+    slack_url = _env_value(environment, options["slack_webhook_env"], "--slack-webhook-env")
+    if slack_url and urlsplit(slack_url).scheme not in ("http", "https"):
+        raise RunbookError(f"--slack-webhook-env {options['slack_webhook_env']}: the value is not an http(s) URL")
+    for option in ("deadline", "request_timeout"):
+        value = getattr(triage, option)
+        if value:
+            parse_duration(value)
+    return Settings(
+        triage=triage,
+        listen=listen,
+        out=Path(options["out"] or "outputs").resolve(),  # report folders named in full in logs and Slack
+        lookback=lookback,
+        cooldown=cooldown,
+        secret=secret,
+        slack_url=slack_url,
+        secret_env=options["secret_env"],
+    )
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: Mapping[str, Any]
+    headers: tuple[tuple[str, str], ...] = ()
+    close: bool = False  # the request body was not read: the connection cannot be reused
+
+
+_ROUTES = {"/alerts": "POST", "/healthz": "GET"}
+_READ_HEADERS = ("Authorization", "Content-Length")
+
+
+def _error(status: int, message: str, *headers: tuple[str, str], close: bool = False) -> Reply:
+    return Reply(status, {"error": message}, headers, close)
+
+
+class _HttpServer(ThreadingHTTPServer):
+    daemon_threads = True
+    receiver: WebhookServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "kserve-runbook-webhook"
+    sys_version = ""
+    timeout = READ_TIMEOUT_SECONDS
+    server: _HttpServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # no access log: runs are reported instead
+        return
+
+    def _handle(self) -> None:
+        headers = {name: value for name in _READ_HEADERS if (value := self.headers.get(name)) is not None}
+        reply = self.server.receiver.answer(self.command, self.path, headers, self.rfile)
+        body = json.dumps(reply.body).encode()
+        try:
+            self.send_response(reply.status)
+            for name, value in (("Content-Type", "application/json"), *reply.headers):
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            if reply.close:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+        except OSError:
+            self.close_connection = True  # the client went away
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _handle
+
+
+class WebhookServer:
+    """The running receiver: an HTTP server thread and one worker thread. Use :func:`serve`."""
+
+    def __init__(self, settings: Settings, clock: Clock, progress: Progress | None) -> None:
+        self.settings = settings
+        self._clock = clock
+        self._say = progress or (lambda _message: None)
+        self._admissions = Admissions(settings.cooldown)
+        self._jobs: queue.Queue[Job | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._runs: list[RunRecord] = []
+        self._stopping = threading.Event()
+        self._http = _bind(settings.listen)
+        self._http.receiver = self
+        self._http_thread = threading.Thread(
+            target=self._http.serve_forever, kwargs={"poll_interval": 0.1}, name="webhook-http", daemon=True
+        )
+        self._worker = threading.Thread(target=self._work, name="webhook-worker", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return self.settings.listen.url(int(self._http.server_address[1]))
+
+    @property
+    def runs(self) -> list[RunRecord]:
+        """Finished runs, oldest first."""
+        with self._lock:
+            return list(self._runs)
+
+    def start(self) -> WebhookServer:
+        self._worker.start()
+        self._http_thread.start()
+        return self
+
+    def wait_for_runs(self, count: int, timeout: float) -> list[RunRecord]:
+        """Block until ``count`` runs have finished (or ``timeout`` seconds pass); the runs so far."""
+        with self._changed:
+            self._changed.wait_for(lambda: len(self._runs) >= count, timeout)
+            return list(self._runs)
+
+    def stop(self, grace: float = 5.0) -> None:
+        """Stop listening, drop queued jobs, give a running triage ``grace`` seconds, then abandon it."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self._http.shutdown()
+        self._http.server_close()
+        with self._lock:
+            dropped = self._admissions.queued
+        if dropped:
+            self._say(f"webhook: {dropped} queued run(s) dropped")
+        self._jobs.put(None)
+        self._worker.join(grace)
+        self._http_thread.join(grace)
+
+    # -- HTTP --
+
+    def answer(self, method: str, target: str, headers: Mapping[str, str], body: io.BufferedIOBase) -> Reply:
+        """Route one request: 404 unknown path, 405 wrong method, 401 bad secret, 411/413/400 bad body."""
+        path = urlsplit(target).path
+        allowed = _ROUTES.get(path)
+        if allowed is None:
+            return _error(404, f"no such path {path!r}: POST /alerts, GET /healthz", close=True)
+        if method != allowed:
+            return _error(405, f"{path} accepts {allowed} only", ("Allow", allowed), close=True)
+        if path == "/healthz":
+            return Reply(200, {"status": "stopping" if self._stopping.is_set() else "ok"})
+        if not self._authorized(headers.get("Authorization", "")):
+            return _error(401, "missing or wrong bearer token", ("WWW-Authenticate", "Bearer"), close=True)
+        raw_length = headers.get("Content-Length")
+        if raw_length is None:
+            return _error(411, "Content-Length is required", close=True)
+        if not (raw_length.strip().isascii() and raw_length.strip().isdigit()):
+            return _error(400, "bad Content-Length", close=True)
+        length = int(raw_length)
+        if length > MAX_BODY_BYTES:
+            return _error(413, f"body of {length} bytes exceeds the limit of {MAX_BODY_BYTES}", close=True)
+        try:
+            alerts = parse_payload(body.read(length))
+        except PayloadError as error:
+            return _error(400, str(error))
+        except OSError:
+            return _error(400, "the body could not be read", close=True)
+        if self._stopping.is_set():
+            return _error(503, "shutting down", close=True)
+        return Reply(202, self.admit(alerts))
+
+    def _authorized(self, header: str) -> bool:
+        if not self.settings.secret:
+            return True
+        scheme, _, token = header.strip().partition(" ")
+        expected = self.settings.secret.encode()
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), expected)
+
+    def admit(self, alerts: list[Alert]) -> dict[str, Any]:
+        """Queue a job per admitted alert; the answer lists what was accepted and what was ignored, and why."""
+        accepted: list[dict[str, str]] = []
+        ignored: list[dict[str, str]] = []
+        now = self._clock()
+        for alert in alerts:
+            job = job_for(alert)
+            if isinstance(job, Skip):
+                ignored.append({"alert": alert.name, "reason": job.reason})
+                continue
+            with self._lock:
+                refusal = self._admissions.admit(job.target, now)
+                if refusal is None:  # said before the worker can pick it up, so the lines keep their order
+                    self._say(
+                        f"webhook: queued {job.ref} (alert {job.alert or 'unnamed'} firing since "
+                        f"{format_time(job.starts_at)})"
+                    )
+                    self._jobs.put(job)
+            if refusal is None:
+                accepted.append({"alert": alert.name, "namespace": job.target.namespace, "isvc": job.target.isvc})
+            else:
+                ignored.append({"alert": alert.name, "reason": f"{job.ref}: {refusal}"})
+        return {"accepted": accepted, "ignored": ignored}
+
+    # -- worker --
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None or self._stopping.is_set():
+                return
+            with self._lock:
+                self._admissions.started(job.target)
+            settings = self.settings
+            record = triage_job(settings.triage, job, settings.out, settings.lookback, self._clock)
+            with self._changed:
+                self._admissions.finished(job.target, self._clock())
+                self._runs.append(record)
+                self._changed.notify_all()
+            self._say(f"webhook: {'failed' if record.error else 'done'} {run_line(record)}")
+            if settings.slack_url:
+                failure = post_to_slack(settings.slack_url, f"kserve-runbook: {run_line(record)}")
+                if failure:
+                    self._say(f"webhook: Slack notification for {job.ref} failed: {failure}")
+
+
+def _bind(listen: Listen) -> _HttpServer:
+    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
+
+    class Bound(_HttpServer):
+        address_family = family
+
+    try:
+        return Bound((listen.host, listen.port), _Handler)
+    except OSError as error:
+        raise RunbookError(f"cannot listen on {listen.host}:{listen.port}: {error.strerror or error}") from None
+
+
+def serve(settings: Settings, clock: Clock | None = None, progress: Progress | None = None) -> WebhookServer:
+    """Start the receiver (HTTP and worker threads) and return it; ``stop()`` ends it.
+
+    ``clock`` (tests): the current time used for windows, folder names and the cooldown.
+    """
+    return WebhookServer(settings, clock or (lambda: datetime.now(timezone.utc)), progress).start()
+
+
+def run_receiver(settings: Settings, progress: Progress | None) -> None:
+    """The command: check the live options, serve until SIGTERM or Ctrl-C, then stop cleanly."""
+    live = open_live_sources(settings.triage)  # a bad kubeconfig or token variable fails now, not per alert
+    live.cluster.close()
+    if live.metrics is not None:
+        live.metrics.close()
+    try:
+        settings.out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise RunbookError(f"--out {settings.out}: {error.strerror or error}") from None
+    server = serve(settings, progress=progress)
+    say = progress or (lambda _message: None)
+    auth = f"bearer secret from ${settings.secret_env}" if settings.secret else "none (loopback or --insecure-no-auth)"
+    say(f"webhook: listening on {server.url} (POST /alerts, GET /healthz); authentication: {auth}")
+    stopping = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda _signal, _frame: stopping.set())
+    try:
+        stopping.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        say("webhook: stopping")
+        server.stop()
