@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from fakeapi import FakeApiServer, write_kubeconfig
+from fakeapi import FakeApiServer, crds_for_every_kind_read, write_kubeconfig
 
 from nbhelpers.sources.cluster_live import LiveCluster
 
@@ -32,6 +32,32 @@ def kubeconfig(fake_api: FakeApiServer, tmp_path: Path) -> Path:
 def serverless_api(fake_api: FakeApiServer) -> FakeApiServer:
     """The Serverless cluster: KServe + Knative + Istio, ``llm/vllm-llm`` healthy with 2 pods."""
     return fake_api.load(CLUSTER_FIXTURES / "common", CLUSTER_FIXTURES / "serverless")
+
+
+GATEWAY_API_OBJECTS = [
+    {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": "inference-gateway", "namespace": "gateways"},
+        "spec": {"gatewayClassName": "envoy", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
+    },
+    {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "vllm-llm-extra", "namespace": "llm"},
+        "spec": {"parentRefs": [{"name": "inference-gateway", "namespace": "gateways"}]},
+    },
+]
+
+
+def load_serverless_with_every_kind(server: FakeApiServer) -> FakeApiServer:
+    """The Serverless cluster with every CRD the tool reads installed (KEDA, Gateway API too) and a
+    Gateway and HTTPRoute, so that every kind gather() reads answers."""
+    server.load(CLUSTER_FIXTURES / "common", CLUSTER_FIXTURES / "serverless")
+    crds = server.cluster.objects[("apiextensions.k8s.io", "customresourcedefinitions")]
+    server.cluster.add_all([crd for crd in crds_for_every_kind_read() if ("", crd["metadata"]["name"]) not in crds])
+    server.cluster.add_all(GATEWAY_API_OBJECTS)
+    return server
 
 
 @pytest.fixture

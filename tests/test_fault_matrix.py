@@ -32,14 +32,13 @@ from typing import Any
 
 import pytest
 from builders import bundle_files
-from conftest import CLUSTER_FIXTURES
+from conftest import load_serverless_with_every_kind
 from fakeapi import (
     FakeApiServer,
     FakePrometheus,
     GeneratedLog,
     PolicyRule,
     PrometheusReply,
-    crds_for_every_kind_read,
     request_attributes,
     write_kubeconfig,
 )
@@ -58,20 +57,6 @@ pytestmark = pytest.mark.integration
 WINDOW = {"start": "2026-01-15T11:00:00Z", "end": "2026-01-15T12:00:00Z"}
 NAMESPACE, ISVC = "llm", "vllm-llm"
 POD = "vllm-llm-predictor-00001-deployment-7d9c5f6b8d-4xk2p"  # the pod whose logs gather() reads
-GATEWAY_API = [
-    {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "Gateway",
-        "metadata": {"name": "inference-gateway", "namespace": "gateways"},
-        "spec": {"gatewayClassName": "envoy", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
-    },
-    {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "HTTPRoute",
-        "metadata": {"name": "vllm-llm-extra", "namespace": NAMESPACE},
-        "spec": {"parentRefs": [{"name": "inference-gateway", "namespace": "gateways"}]},
-    },
-]
 # Every kind gather() reads from this cluster; Knative's Route is in the kind table but never read.
 KINDS_READ = tuple(kind for kind in kinds.ALL_KINDS if kind is not kinds.KNATIVE_ROUTE)
 
@@ -99,10 +84,8 @@ class Cluster:
 def serverless_cluster(server: FakeApiServer, without_groups: tuple[str, ...] = ()) -> FakeApiServer:
     """The serverless fixture with every CRD the tool reads installed (KEDA, Gateway API too), minus
     ``without_groups`` (removing a CRD removes its API group, as uninstalling it does)."""
-    server.load(CLUSTER_FIXTURES / "common", CLUSTER_FIXTURES / "serverless")
+    load_serverless_with_every_kind(server)
     crds = server.cluster.objects[("apiextensions.k8s.io", "customresourcedefinitions")]
-    server.cluster.add_all([crd for crd in crds_for_every_kind_read() if ("", crd["metadata"]["name"]) not in crds])
-    server.cluster.add_all(GATEWAY_API)
     for key in [key for key, crd in crds.items() if crd["spec"]["group"] in without_groups]:
         del crds[key]
     return server

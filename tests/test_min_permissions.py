@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 from builders import comparable
-from conftest import CLUSTER_FIXTURES
+from conftest import load_serverless_with_every_kind
 from fakeapi import (
     FakeApiServer,
     PolicyRule,
-    crds_for_every_kind_read,
     request_attributes,
     rules_of_cluster_roles,
     write_kubeconfig,
@@ -33,28 +32,11 @@ pytestmark = pytest.mark.integration
 
 CLUSTER_ROLE = Path(__file__).parents[1] / "deploy" / "clusterrole.yaml"
 WINDOW = {"start": "2026-01-15T11:00:00Z", "end": "2026-01-15T12:00:00Z"}
-GATEWAY_API = [
-    {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "Gateway",
-        "metadata": {"name": "inference-gateway", "namespace": "gateways"},
-        "spec": {"gatewayClassName": "envoy", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
-    },
-    {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "HTTPRoute",
-        "metadata": {"name": "vllm-llm-extra", "namespace": "llm"},
-        "spec": {"parentRefs": [{"name": "inference-gateway", "namespace": "gateways"}]},
-    },
-]
 
 
 @pytest.fixture
 def every_kind(fake_api: FakeApiServer, tmp_path: Path) -> Iterator[tuple[FakeApiServer, TriageParams]]:
-    fake_api.load(CLUSTER_FIXTURES / "common", CLUSTER_FIXTURES / "serverless")
-    crds = fake_api.cluster.objects[("apiextensions.k8s.io", "customresourcedefinitions")]
-    fake_api.cluster.add_all([crd for crd in crds_for_every_kind_read() if ("", crd["metadata"]["name"]) not in crds])
-    fake_api.cluster.add_all(GATEWAY_API)
+    load_serverless_with_every_kind(fake_api)
     config = write_kubeconfig(tmp_path / "kubeconfig", fake_api.url)
     yield fake_api, TriageParams(kubeconfig=str(config), namespace="llm", isvc="vllm-llm", **WINDOW)
 

@@ -618,6 +618,15 @@ def replicas_changed_in_period(events: Sequence[TimedCount], t: float, period: f
     return sum(event.count for event in events if in_window(event.t, t, period))
 
 
+def replicas_at_period_start(
+    current: int, up_events: Sequence[TimedCount], down_events: Sequence[TimedCount], t: float, period: float
+) -> int:
+    """The replica count a policy's period began with: undo the scale events inside the period."""
+    return (
+        current - replicas_changed_in_period(up_events, t, period) + replicas_changed_in_period(down_events, t, period)
+    )
+
+
 def scale_up_limit(
     current: int, up_events: Sequence[TimedCount], down_events: Sequence[TimedCount], rules: ScalingRules, t: float
 ) -> int:
@@ -626,11 +635,7 @@ def scale_up_limit(
         return current
     proposals = []
     for policy in rules.policies:
-        period_start = (
-            current
-            - replicas_changed_in_period(up_events, t, policy.period_seconds)
-            + replicas_changed_in_period(down_events, t, policy.period_seconds)
-        )
+        period_start = replicas_at_period_start(current, up_events, down_events, t, policy.period_seconds)
         if policy.type == "Pods":
             proposals.append(period_start + policy.value)
         else:  # rounded up, or a small percentage could never add a pod
@@ -646,11 +651,7 @@ def scale_down_limit(
         return current
     proposals = []
     for policy in rules.policies:
-        period_start = (
-            current
-            - replicas_changed_in_period(up_events, t, policy.period_seconds)
-            + replicas_changed_in_period(down_events, t, policy.period_seconds)
-        )
+        period_start = replicas_at_period_start(current, up_events, down_events, t, policy.period_seconds)
         if policy.type == "Pods":
             proposals.append(period_start - policy.value)
         else:  # int32() truncates toward zero
