@@ -55,9 +55,6 @@ METRIC_LAG_SECONDS = GRID_SECONDS
 MAX_ITERATIONS = 300  # closed-loop rounds before giving up (a one-hour window settles within 240 HPA syncs)
 # When no timeout on the path is known: the most common load balancer / ingress default (DESIGN §6).
 ASSUMED_TIMEOUT_SECONDS = 60.0
-KNATIVE_TARGET = "autoscaling.knative.dev/target"
-KNATIVE_UTILIZATION = "autoscaling.knative.dev/target-utilization-percentage"
-KNATIVE_WINDOW = "autoscaling.knative.dev/window"
 CURRENT, PROPOSED = "current", "proposed"
 # The shipped scenario replayed when the notebook is given no target at all.
 DEFAULT_SCENARIO = "hpa-at-max-spike"
@@ -463,38 +460,20 @@ def _setup(
         stabilization = float((scale_up or {}).get("stabilizationWindowSeconds") or 0)
         return setup, Settings(setup.min_replicas, setup.max_replicas, target, stabilization)
     predictor = kube.spec(evidence.isvc).get("predictor") or {}
-    annotations = {**kube.annotations(autoscaler.obj), **kube.annotations(evidence.isvc)}
-    data = dict((config or {}).get("data") or {})
-    target = _number(predictor.get("scaleTarget")) or _number(annotations.get(KNATIVE_TARGET))
-    target = target or _number(data.get("container-concurrency-target-default")) or 100.0
-    utilization = _number(annotations.get(KNATIVE_UTILIZATION)) or _number(
-        data.get("container-concurrency-target-percentage")
-    )
-    window = parse_duration(annotations.get(KNATIVE_WINDOW) or data.get("stable-window") or "60s")
+    knative = kpa_model.kpa_spec_from_manifests(evidence.isvc, config)  # defaults, ConfigMap, annotations, KServe
+    target, window = knative.total, knative.stable_window
     setup = cap.ScalerSetup(
         kind="kpa",
         isvc_ref=isvc_ref,
-        min_replicas=autoscaler.min_replicas if autoscaler.min_replicas is not None else _isvc_min(predictor),
-        max_replicas=autoscaler.max_replicas
-        or (int(predictor["maxReplicas"]) if predictor.get("maxReplicas") else None),
+        # the live PodAutoscaler says what Knative runs with; the InferenceService what KServe asks for
+        min_replicas=autoscaler.min_replicas if autoscaler.min_replicas is not None else knative.min_scale,
+        max_replicas=autoscaler.max_replicas or knative.max_scale or None,
         target=target,
         target_metric="concurrency",
         uses_scale_target_field="scaleTarget" in predictor or "scaleMetric" in predictor,
-        knative_utilization=(utilization / 100.0) if utilization else cap.KNATIVE_UTILIZATION,
+        knative_utilization=knative.target / knative.total,
     )
     return setup, Settings(setup.min_replicas, setup.max_replicas, target, window, "stable window")
-
-
-def _isvc_min(predictor: Mapping[str, Any]) -> int:
-    value = predictor.get("minReplicas")
-    return int(value) if isinstance(value, int) else 1
-
-
-def _number(value: Any) -> float | None:
-    try:
-        return float(value) if value not in (None, "") else None
-    except (TypeError, ValueError):
-        return None
 
 
 # HPA metric names (the series each reads, as nbhelpers.models.hpa.series_key names them) that count requests.

@@ -38,7 +38,13 @@ from typing import Any
 import yaml
 
 from nbhelpers import autoscalers, kube, vllm_args
-from nbhelpers.autoscalers import Autoscaler
+from nbhelpers.autoscalers import (
+    HPA_DEFAULT_SCALE_UP,
+    KNATIVE_MAX_SCALE_KEYS,
+    KNATIVE_UTILIZATION_ANNOTATION,
+    KNATIVE_UTILIZATION_DEFAULT,
+    Autoscaler,
+)
 from nbhelpers.checks import STEP_BY_ID
 from nbhelpers.checks import _common as common
 from nbhelpers.checks import _scale_facts as facts
@@ -53,22 +59,11 @@ STEP = STEP_BY_ID["scale_target"]
 DEFAULT_CLASS = "hpa"
 KSERVE_HPA_CLASSES = frozenset({"hpa", "external", "none"})
 KNOWN_CLASSES = frozenset({"hpa", "kpa", "external", "keda", "none"})
-DEFAULT_SCALE_UP: Mapping[str, Any] = {
-    "stabilizationWindowSeconds": 0,
-    "selectPolicy": "Max",
-    "policies": [
-        {"type": "Pods", "value": 4, "periodSeconds": 15},
-        {"type": "Percent", "value": 100, "periodSeconds": 15},
-    ],
-}
 DEFAULT_SCALE_DOWN_WINDOW = 300
 HPA_SYNC_SECONDS = 15
 # Desired above current for longer than this, with requests waiting, means the HPA held itself back.
 HELD_BACK_SECONDS = 4 * HPA_SYNC_SECONDS
 KNATIVE_TARGET_DEFAULT = 100.0
-KNATIVE_UTILIZATION_DEFAULT = 0.7
-KNATIVE_UTILIZATION_ANNOTATION = "autoscaling.knative.dev/target-utilization-percentage"
-KNATIVE_MAX_SCALE_ANNOTATIONS = ("autoscaling.knative.dev/max-scale", "autoscaling.knative.dev/maxScale")
 RUNNING_METRIC = "vllm:num_requests_running"
 # Names of per-pod signals that count requests in progress (not queued): their target is a concurrency.
 _IN_FLIGHT = re.compile(r"num_requests_running|requests?_running|in_?flight|concurren", re.IGNORECASE)
@@ -689,7 +684,7 @@ class _Context:
         return findings
 
     def _scale_up_problems(self, unit: Unit, behavior: Mapping[str, Any]) -> list[str]:
-        scale_up = {**DEFAULT_SCALE_UP, **(behavior.get("scaleUp") or {})}
+        scale_up = {**HPA_DEFAULT_SCALE_UP, **(behavior.get("scaleUp") or {})}
         if scale_up.get("selectPolicy") == "Disabled":
             return ["scale-up is disabled (scaleUp.selectPolicy: Disabled)"]
         held = _held_back_seconds(self.evidence)
@@ -903,7 +898,7 @@ class _Context:
 
             return _Fix(what, common.plan_patch(unit.primary.obj, raise_max))
         annotations = kube.annotations(self.evidence.isvc)
-        key = next((k for k in KNATIVE_MAX_SCALE_ANNOTATIONS if k in annotations), None)
+        key = next((k for k in KNATIVE_MAX_SCALE_KEYS if k in annotations), None)
 
         def raise_isvc_max(isvc: common.KubeObject) -> None:
             if key is not None:
@@ -1032,7 +1027,7 @@ def _recommended_behavior(behavior: Mapping[str, Any], coldest: facts.ColdStart 
     if coldest is not None:
         down = max(down, math.ceil(2 * coldest.seconds / 60) * 60)
     scale_down = {**dict(behavior.get("scaleDown") or {}), "stabilizationWindowSeconds": down}
-    return {"scaleUp": copy.deepcopy(dict(DEFAULT_SCALE_UP)), "scaleDown": scale_down}
+    return {"scaleUp": copy.deepcopy(dict(HPA_DEFAULT_SCALE_UP)), "scaleDown": scale_down}
 
 
 def _pods_per_minute(scale_up: Mapping[str, Any], replicas: int) -> float:
@@ -1052,7 +1047,7 @@ def _slower_than_default(scale_up: Mapping[str, Any], replicas: int) -> bool:
     """Scale-up rules that add pods more slowly than Kubernetes' defaults would at this replica count."""
     if int(scale_up.get("stabilizationWindowSeconds") or 0) > 0:
         return True
-    return _pods_per_minute(scale_up, replicas) < _pods_per_minute(DEFAULT_SCALE_UP, replicas)
+    return _pods_per_minute(scale_up, replicas) < _pods_per_minute(HPA_DEFAULT_SCALE_UP, replicas)
 
 
 def _held_back_seconds(evidence: Evidence) -> float:

@@ -36,22 +36,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbhelpers.autoscalers import (
+    HPA_DEFAULT_SCALE_UP,
+    KNATIVE_METRIC_ANNOTATION,
+    KNATIVE_TARGET_ANNOTATION,
+    KNATIVE_UTILIZATION_DEFAULT,
+    KNATIVE_WINDOW_ANNOTATION,
+)
+
 Samples = Sequence[tuple[float, float]]  # (t seconds, value), sorted by t
 
 # Pods are sized to run at this fraction of their capacity: room for the autoscaler's reaction and the HPA's
 # 10 % tolerance (the same fraction the scale_target step recommends targets with).
 TARGET_FRACTION = 0.8
-# Knative's default target utilization (config-autoscaler container-concurrency-target-percentage).
-KNATIVE_UTILIZATION = 0.7
-# HPA scale-up defaults (Kubernetes API defaults of behavior.scaleUp).
-DEFAULT_SCALE_UP: Mapping[str, Any] = {
-    "stabilizationWindowSeconds": 0,
-    "selectPolicy": "Max",
-    "policies": [
-        {"type": "Percent", "value": 100, "periodSeconds": 15},
-        {"type": "Pods", "value": 4, "periodSeconds": 15},
-    ],
-}
 
 
 # --- capacity -----------------------------------------------------------------------------------------
@@ -411,7 +408,7 @@ class ScalerSetup:
     hpa_metrics: tuple[Mapping[str, Any], ...] = ()
     scale_up: Mapping[str, Any] | None = None
     uses_scale_target_field: bool = False  # KPA: the ISVC sets spec.predictor.scaleTarget (else the annotation)
-    knative_utilization: float = KNATIVE_UTILIZATION
+    knative_utilization: float = KNATIVE_UTILIZATION_DEFAULT
 
 
 @dataclass(frozen=True)
@@ -587,8 +584,8 @@ def target_change(setup: ScalerSetup, value: float, reason: str, numbers: Mappin
             patch = {
                 "metadata": {
                     "annotations": {
-                        "autoscaling.knative.dev/metric": "concurrency",
-                        "autoscaling.knative.dev/target": str(whole),
+                        KNATIVE_METRIC_ANNOTATION: "concurrency",
+                        KNATIVE_TARGET_ANNOTATION: str(whole),
                     }
                 }
             }
@@ -606,13 +603,13 @@ def stabilization_change(setup: ScalerSetup, seconds: float, reason: str) -> Rec
     """HPA: ``behavior.scaleUp.stabilizationWindowSeconds`` (policies kept); KPA: the stable window annotation."""
     whole = max(0, round(seconds))
     if setup.kind == "kpa":
-        patch = {"metadata": {"annotations": {"autoscaling.knative.dev/window": f"{max(6, whole)}s"}}}
+        patch = {"metadata": {"annotations": {KNATIVE_WINDOW_ANNOTATION: f"{max(6, whole)}s"}}}
         return Recommendation(
             "window", max(6, whole), setup.isvc_ref, patch, reason + " (Knative accepts 6 s to 1 h)", {}
         )
     if setup.hpa_ref is None:
         return None
-    scale_up = {**DEFAULT_SCALE_UP, **(setup.scale_up or {}), "stabilizationWindowSeconds": whole}
+    scale_up = {**HPA_DEFAULT_SCALE_UP, **(setup.scale_up or {}), "stabilizationWindowSeconds": whole}
     return Recommendation(
         "scaleUp",
         scale_up,
@@ -667,7 +664,7 @@ def pods_per_period(scale_up: Mapping[str, Any], replicas: int, seconds: float) 
 
 def _scale_up(setup: ScalerSetup, burst_pods: int, cold_start_seconds: float) -> Recommendation | None:
     """No stabilization and a Pods policy of ``burst_pods`` per sync, when the current rules add fewer in a minute."""
-    current = {**DEFAULT_SCALE_UP, **(setup.scale_up or {})}  # unset fields take the API server's defaults
+    current = {**HPA_DEFAULT_SCALE_UP, **(setup.scale_up or {})}  # unset fields take the API server's defaults
     stabilization = float(current.get("stabilizationWindowSeconds") or 0)
     allowed = pods_per_period(current, max(1, setup.min_replicas), 60.0)
     if stabilization <= 0 and allowed >= burst_pods:

@@ -88,6 +88,7 @@ from nbhelpers.autoscalers import (
     KNATIVE_METRIC_ANNOTATION,
     KNATIVE_MIN_SCALE_KEYS,
     KNATIVE_TARGET_ANNOTATION,
+    KNATIVE_UTILIZATION_DEFAULT,
 )
 from nbhelpers.errors import RunbookError
 from nbhelpers.timeout_chain import parse_duration
@@ -336,7 +337,7 @@ class _Config:
     """``config-autoscaler`` keys the replay uses, with Knative's defaults."""
 
     enable_scale_to_zero: bool = True
-    container_concurrency_target_fraction: float = 0.7
+    container_concurrency_target_fraction: float = KNATIVE_UTILIZATION_DEFAULT
     container_concurrency_target_default: float = 100.0
     rps_target_default: float = 200.0
     max_scale_up_rate: float = 1000.0
