@@ -1,0 +1,58 @@
+"""Golden outputs: every bundled scenario's findings.json and summary.md, pinned.
+
+Written before the package was regrouped into layers, so that a move that is meant to change no
+behaviour provably changes none. Only what varies from run to run is masked: ``generated_at`` and
+each step's ``seconds``. After an intended change of findings, refresh the files with
+``KSERVE_RUNBOOK_UPDATE_GOLDEN=1 ./dev test tests/test_golden.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nbhelpers.scenarios import list_scenarios, scenario_bundle
+from nbhelpers.triage import TriageParams, run
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("KSERVE_RUNBOOK_UPDATE_GOLDEN") == "1"
+FIXED_NOW = datetime(2030, 1, 1, tzinfo=timezone.utc)
+
+
+def _masked(document: dict[str, Any]) -> dict[str, Any]:
+    document = dict(document)
+    document["generated_at"] = "<generated_at>"
+    document["tool_version"] = "<tool_version>"
+    document["steps"] = [{**step, "seconds": 0} for step in document["steps"]]
+    return document
+
+
+def _summary(result: Any) -> str:
+    from nbhelpers.report import summary_markdown
+
+    return re.sub(r"\b\d+\.\d+ s\b", "<seconds>", summary_markdown(result))
+
+
+SCENARIOS = sorted(spec.name for spec in list_scenarios())
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_scenario_output_matches_golden(name: str) -> None:
+    result = run(TriageParams(bundle=str(scenario_bundle(name))), clock=lambda: FIXED_NOW)
+    produced = {
+        "findings.json": json.dumps(_masked(result.to_json()), indent=1, sort_keys=True) + "\n",
+        "summary.md": _summary(result),
+    }
+    for file_name, text in produced.items():
+        path = GOLDEN / name / file_name
+        if UPDATE:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        assert path.is_file(), f"no golden {path}: run with KSERVE_RUNBOOK_UPDATE_GOLDEN=1"
+        assert text == path.read_text(), f"{name}/{file_name} differs from the golden file"
