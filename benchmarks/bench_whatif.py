@@ -20,14 +20,7 @@ import random
 import time
 from collections.abc import Callable
 
-from nbhelpers.models.hpa import (
-    Behavior,
-    HpaSpec,
-    ScalingPolicy,
-    ScalingRules,
-    make_metric,
-    replay_hpa,
-)
+from nbhelpers.models.hpa import Behavior, HpaSpec, ScalingPolicy, ScalingRules, make_metric, replay_hpa
 from nbhelpers.models.hpa_batch import replay_hpa_batch
 
 SAMPLE_SECONDS = 15.0

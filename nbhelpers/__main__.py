@@ -1,5 +1,5 @@
 """``python -m nbhelpers`` runs the ``kserve-runbook`` CLI."""
 
-from nbhelpers.cli import main
+from nbhelpers.cli.main import main
 
 main()

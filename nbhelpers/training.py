@@ -25,11 +25,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nbhelpers import kube, report
-from nbhelpers.evidence import Evidence
-from nbhelpers.findings import CATALOG, STEP_ORDER, Severity, reachable
+from nbhelpers.evidence.model import Evidence
+from nbhelpers.findings.model import CATALOG, STEP_ORDER, Severity, reachable
+from nbhelpers.findings.symptoms import SYMPTOMS
+from nbhelpers.render import report
 from nbhelpers.scenarios import ScenarioSpec, list_scenarios, load_spec, scenario_bundle
-from nbhelpers.symptoms import SYMPTOMS
+from nbhelpers.sources import kube
 from nbhelpers.triage import TriageParams, TriageResult, run
 
 NOTHING_WRONG = "NOTHING_WRONG"

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from nbhelpers import __version__, kube
+from nbhelpers import __version__
 from nbhelpers.checks import STEPS, CheckFunction, StepInfo, check_for
 from nbhelpers.errors import BundleError, EvidenceMissing, RunbookError, StepSkipped
-from nbhelpers.evidence import Evidence, SiteConfig, Target, gather
-from nbhelpers.findings import Finding, Severity, apply_ignores, rank_root_causes
+from nbhelpers.evidence.model import Evidence, SiteConfig, Target, gather
+from nbhelpers.findings.model import Finding, Severity, apply_ignores, rank_root_causes
+from nbhelpers.sources import kube
 from nbhelpers.sources.base import ClusterSource, MetricsSource
-from nbhelpers.timeutil import Window, format_time, parse_duration, parse_time, resolve_window
+from nbhelpers.util.times import Window, format_time, parse_duration, parse_time, resolve_window
 
 SCHEMA_ID = "kserve-runbook/findings/v1"
 IGNORE_ANNOTATION = "kserve-runbook/ignore"

@@ -16,7 +16,7 @@ From the evidence (a bundle or a live read):
    serve after the measured cold start (``pod_ready_delay``).
 
 :func:`whatif` returns a :class:`WhatIfResult`: a per-time frame (replicas, queue, predicted timeouts for the
-current and the proposed settings), totals, and the patches. :mod:`nbhelpers.whatif_display` shows it;
+current and the proposed settings), totals, and the patches. :mod:`nbhelpers.notebook.whatif_panel` shows it;
 :func:`whatif_from_parameters` is what runbooks/whatif.ipynb calls.
 """
 
@@ -31,21 +31,22 @@ from typing import Any
 
 import yaml
 
-from nbhelpers import engine_facts, kube
-from nbhelpers.autoscalers import HPA, POD_AUTOSCALER, Autoscaler, resolve
-from nbhelpers.checks import _common as common
-from nbhelpers.checks import _scale_facts as scale_facts
 from nbhelpers.checks import cold_start as cold_start_step
 from nbhelpers.checks import timeouts as timeouts_step
 from nbhelpers.errors import EvidenceMissing, RunbookError, StepSkipped
-from nbhelpers.evidence import Evidence
+from nbhelpers.evidence.model import Evidence
+from nbhelpers.facts import common as common
+from nbhelpers.facts import engine
+from nbhelpers.facts import scaling as scale_facts
+from nbhelpers.facts.autoscalers import HPA, POD_AUTOSCALER, Autoscaler, resolve
+from nbhelpers.facts.timeout_path import parse_duration
 from nbhelpers.metrics import series
 from nbhelpers.models import capacity as cap
 from nbhelpers.models import hpa as hpa_model
 from nbhelpers.models import kpa as kpa_model
-from nbhelpers.report import status_rates
-from nbhelpers.timeout_chain import parse_duration
-from nbhelpers.timeutil import Window, parse_k8s_time
+from nbhelpers.render.report import status_rates
+from nbhelpers.sources import kube
+from nbhelpers.util.times import Window, parse_k8s_time
 
 GRID_SECONDS = 5.0  # the fluid queue's step
 # The autoscaler sees the pods' state this late (a scrape and the metrics pipeline take at least that long). The
@@ -286,10 +287,10 @@ def _observed_5xx(evidence: Evidence) -> tuple[float, str] | None:
     return count, rates.where
 
 
-def _ceiling(evidence: Evidence, workload: common.Workload, notes: list[str]) -> engine_facts.Valued | None:
+def _ceiling(evidence: Evidence, workload: common.Workload, notes: list[str]) -> engine.Valued | None:
     """The running-request ceiling: the flag in effect (else the plateau), lowered to what the KV cache holds for
     the requests of this window (a request keeps its prompt and its output in the cache until it finishes)."""
-    flag = engine_facts.max_num_seqs_or_plateau(evidence, workload)
+    flag = engine.max_num_seqs_or_plateau(evidence, workload)
     kv = _kv_ceiling(evidence)
     if kv is not None and (flag is None or kv.value < flag.value):
         if flag is not None:
@@ -298,7 +299,7 @@ def _ceiling(evidence: Evidence, workload: common.Workload, notes: list[str]) ->
     return flag
 
 
-def _kv_ceiling(evidence: Evidence) -> engine_facts.Valued | None:
+def _kv_ceiling(evidence: Evidence) -> engine.Valued | None:
     info = series.ok(evidence.metrics.get("vllm_cache_config"))
     rate = series.summed(evidence.metrics.get("vllm_request_rate"))
     prompt = series.summed(evidence.metrics.get("vllm_prompt_tokens_rate"))
@@ -318,7 +319,7 @@ def _kv_ceiling(evidence: Evidence) -> engine_facts.Valued | None:
         return None
     seats = math.floor(tokens / per_request)
     origin = f"KV cache of {tokens:,} tokens over {per_request:,.0f} tokens per request (prompt + output)"
-    return engine_facts.Valued(float(max(1, seats)), origin)
+    return engine.Valued(float(max(1, seats)), origin)
 
 
 def _demand(evidence: Evidence, notes: list[str]) -> tuple[list[tuple[float, float]], str]:
@@ -814,7 +815,7 @@ def whatif_from_parameters(
 
     Numbers set to 0 and empty strings mean "use the recommendation"; ``stabilization`` is the only one where
     an explicit ``0s`` is a proposal of its own (no stabilization)."""
-    from nbhelpers import display
+    from nbhelpers.notebook import display
     from nbhelpers.triage import TriageParams, collect, incident_window
 
     display.STATIC = not interactive

@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
-from nbhelpers.evidence import Evidence, Target, gather
+from nbhelpers.evidence.model import Evidence, Target, gather
 from nbhelpers.sources.bundle import open_bundle
-from nbhelpers.timeutil import Window, format_time
+from nbhelpers.util.times import Window, format_time
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CAPTURED_AT = datetime(2026, 1, 15, 12, 0, 0, tzinfo=timezone.utc)

@@ -46,7 +46,7 @@ from nbhelpers.metrics.openmetrics import (
     Series,
     render,
 )
-from nbhelpers.timeutil import Window
+from nbhelpers.util.times import Window
 
 UTC = timezone.utc
 WINDOW = Window(datetime(2026, 1, 15, 11, 0, tzinfo=UTC), datetime(2026, 1, 15, 12, 0, tzinfo=UTC))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nbhelpers.adapter_rules import configs_in, parse_config
+from nbhelpers.facts.adapter_rules import configs_in, parse_config
 
 CONFIG = """
 rules:

@@ -1,4 +1,4 @@
-"""``nbhelpers.autoscalers.resolve``: which HPAs, ScaledObjects and PodAutoscalers act on the predictor."""
+"""``nbhelpers.facts.autoscalers.resolve``: which HPAs, ScaledObjects and PodAutoscalers act on the predictor."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 from builders import evidence_from_objects, load_yaml
 
-from nbhelpers import autoscalers
-from nbhelpers.autoscalers import Metric, hpa_metric, keda_metric
+from nbhelpers.facts import autoscalers
+from nbhelpers.facts.autoscalers import Metric, hpa_metric, keda_metric
 
 RAW = ("checks/healthy/raw.yaml",)
 KEDA = ("checks/healthy/raw.yaml", "checks/healthy/metric_pipeline_keda.yaml")

@@ -35,10 +35,10 @@ import pytest
 from fakeapi import FakeApiServer, write_kubeconfig
 from playwright.sync_api import Locator, Page, expect, sync_playwright
 
-from nbhelpers.findings import CATALOG
+from nbhelpers.findings.model import CATALOG
+from nbhelpers.findings.symptoms import SYMPTOMS, step_heading
+from nbhelpers.notebook.widgets import scenario_label
 from nbhelpers.scenarios import load_spec
-from nbhelpers.symptoms import SYMPTOMS, step_heading
-from nbhelpers.widgets import scenario_label
 
 ROOT = Path(__file__).parents[1]
 CLUSTER_FIXTURES = Path(__file__).parent / "fixtures" / "cluster"

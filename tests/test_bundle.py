@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from builders import CAPTURED_AT, WINDOW, bundle_files, evidence_from_objects
 
-from nbhelpers.capture import bundle_files as capture_files
 from nbhelpers.errors import BundleError, ReadFailed
-from nbhelpers.evidence import Target, gather
+from nbhelpers.evidence.capture import bundle_files as capture_files
+from nbhelpers.evidence.model import Target, gather
 from nbhelpers.sources import kinds
 from nbhelpers.sources.bundle import open_bundle, write_bundle_files
 

@@ -12,7 +12,7 @@ import yaml
 from promharness import require_prometheus_binaries
 
 from nbhelpers.metrics import catalog
-from nbhelpers.timeutil import Window, query_step_seconds
+from nbhelpers.util.times import Window, query_step_seconds
 
 NAMESPACE = "llm"
 ISVC = "vllm-llm"
@@ -198,7 +198,7 @@ def test_hpa_series_also_match_hpas_named_by_hand(tmp_path: Path) -> None:
 
 
 def test_predictor_hpa_names_are_the_hpas_scaling_the_predictor() -> None:
-    from nbhelpers.evidence import Target, predictor_hpa_names
+    from nbhelpers.evidence.model import Target, predictor_hpa_names
     from nbhelpers.sources import kinds
 
     def hpa(name: str, deployment: str) -> dict[str, object]:

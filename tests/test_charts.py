@@ -18,12 +18,12 @@ import pandas as pd
 import pytest
 from builders import WINDOW, evidence_from_objects
 
-from nbhelpers import charts
 from nbhelpers.checks import STEPS
-from nbhelpers.evidence import Evidence, MetricData
-from nbhelpers.models.pod_phases import CREATED, READY, SCHEDULED, STARTED, PodPhases
+from nbhelpers.evidence.model import Evidence, MetricData
+from nbhelpers.facts.pod_phases import CREATED, READY, SCHEDULED, STARTED, PodPhases
+from nbhelpers.render import charts
 from nbhelpers.sources.base import SeriesData
-from nbhelpers.timeutil import Window
+from nbhelpers.util.times import Window
 
 NS, ISVC = "llm", "big"
 CAPTURED = datetime(2026, 1, 15, 12, 0, tzinfo=timezone.utc)

@@ -1,4 +1,4 @@
-"""``nbhelpers.engine_facts``: the GPU, the vLLM version and the ``--max-num-seqs`` in effect, read from Evidence
+"""``nbhelpers.facts.engine``: the GPU, the vLLM version and the ``--max-num-seqs`` in effect, read from Evidence
 built by the real bundle reader and gather() (one RawDeployment pod on one node)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from builders import CAPTURED_AT, evidence_from_objects
 
-from nbhelpers import engine_facts
-from nbhelpers.checks import _common as common
-from nbhelpers.evidence import Evidence
+from nbhelpers.evidence.model import Evidence
+from nbhelpers.facts import common as common
+from nbhelpers.facts import engine
 from nbhelpers.metrics import catalog
 from nbhelpers.models.gpus import CUDA_RESERVED_GIB, GIB, MIB
 
@@ -83,8 +83,8 @@ def _evidence(
     return evidence, common.current_workload(evidence)
 
 
-def _ceiling(*args: str, **options: Any) -> engine_facts.Valued | None:
-    return engine_facts.max_num_seqs_or_plateau(*_evidence(list(args), **options))
+def _ceiling(*args: str, **options: Any) -> engine.Valued | None:
+    return engine.max_num_seqs_or_plateau(*_evidence(list(args), **options))
 
 
 # --- --max-num-seqs: flag > engine log > version/GPU default > observed plateau -------------------------------
@@ -92,12 +92,12 @@ def _ceiling(*args: str, **options: Any) -> engine_facts.Valued | None:
 
 def test_the_flag_wins_over_log_default_and_plateau() -> None:
     ceiling = _ceiling("--max-num-seqs", "64", log=f"{VERSION_LINE}\n{ARGS_LINE}", metrics=QUEUE, node_labels=H100)
-    assert ceiling == engine_facts.Valued(64, "--max-num-seqs=64")
+    assert ceiling == engine.Valued(64, "--max-num-seqs=64")
 
 
 def test_the_engine_log_wins_over_default_and_plateau() -> None:
     ceiling = _ceiling(log=f"{VERSION_LINE}\n{ARGS_LINE}", metrics=QUEUE, node_labels=H100)
-    assert ceiling == engine_facts.Valued(96, "max_num_seqs=96 in the engine's log")
+    assert ceiling == engine.Valued(96, "max_num_seqs=96 in the engine's log")
 
 
 def test_the_version_and_gpu_default_wins_over_the_plateau() -> None:
@@ -118,10 +118,8 @@ def test_the_default_follows_the_version_and_the_gpu() -> None:
 
 def test_the_plateau_comes_last_and_only_where_asked_for() -> None:
     evidence, workload = _evidence([], image="quay.io/modh/vllm:rhoai-2.20", metrics=QUEUE, node_labels=H100)
-    assert engine_facts.max_num_seqs(evidence, workload) is None  # version unknown: no default is assumed
-    assert engine_facts.max_num_seqs_or_plateau(evidence, workload) == engine_facts.Valued(
-        40, engine_facts.PLATEAU_ORIGIN
-    )
+    assert engine.max_num_seqs(evidence, workload) is None  # version unknown: no default is assumed
+    assert engine.max_num_seqs_or_plateau(evidence, workload) == engine.Valued(40, engine.PLATEAU_ORIGIN)
 
 
 @pytest.mark.parametrize(
@@ -140,14 +138,14 @@ def test_data_parallel_engines_multiply_the_per_engine_ceiling(args: list[str], 
 
 def test_the_observed_plateau_is_per_pod_and_not_multiplied() -> None:
     ceiling = _ceiling("--data-parallel-size", "2", image="quay.io/modh/vllm:rhoai-2.20", metrics=QUEUE)
-    assert ceiling == engine_facts.Valued(40, engine_facts.PLATEAU_ORIGIN)
+    assert ceiling == engine.Valued(40, engine.PLATEAU_ORIGIN)
 
 
 # --- the GPU ------------------------------------------------------------------------------------------------
 
 
 def test_gpu_from_the_product_label_in_the_gpu_table() -> None:
-    seen = engine_facts.serving_gpu(*_evidence([], node_labels=H100))
+    seen = engine.serving_gpu(*_evidence([], node_labels=H100))
     assert seen is not None
     assert seen.gpu.name == "NVIDIA H100 80GB HBM3"
     assert seen.gpu.total_bytes == 81559 * MIB - int(CUDA_RESERVED_GIB * GIB)
@@ -155,13 +153,13 @@ def test_gpu_from_the_product_label_in_the_gpu_table() -> None:
 
 
 def test_the_memory_label_wins_over_the_table() -> None:
-    seen = engine_facts.serving_gpu(*_evidence([], node_labels={**H100, "nvidia.com/gpu.memory": "40960"}))
+    seen = engine.serving_gpu(*_evidence([], node_labels={**H100, "nvidia.com/gpu.memory": "40960"}))
     assert seen is not None and seen.gpu.total_bytes == 40960 * MIB - int(CUDA_RESERVED_GIB * GIB)
     assert seen.origin == "node label nvidia.com/gpu.memory=40960 MiB"
 
 
 def test_the_engine_log_wins_over_node_labels() -> None:
-    seen = engine_facts.serving_gpu(*_evidence([], log=TOTAL_LINE, node_labels=L4_MEMORY))
+    seen = engine.serving_gpu(*_evidence([], log=TOTAL_LINE, node_labels=L4_MEMORY))
     assert seen is not None and seen.gpu.total_bytes == int(79.11 * GIB) and seen.gpu.name == "NVIDIA L4"
     assert seen.origin == "79.11 GiB as the engine saw it (log)"
 
@@ -171,28 +169,28 @@ def test_dcgm_framebuffer_when_the_node_tells_nothing() -> None:
         "gpu_fb_used_mib": _metric("gpu_fb_used_mib", [20000, 21000]),
         "gpu_fb_free_mib": _metric("gpu_fb_free_mib", [3034, 2034]),
     }
-    seen = engine_facts.serving_gpu(*_evidence([], metrics=metrics))
+    seen = engine.serving_gpu(*_evidence([], metrics=metrics))
     assert seen is not None and seen.gpu.name is None
     assert seen.origin == "DCGM framebuffer used + free = 23,034 MiB"
 
 
 def test_an_unknown_product_without_memory_is_no_gpu() -> None:
     evidence, workload = _evidence([], log=VERSION_LINE, node_labels={"nvidia.com/gpu.product": "NVIDIA-H200"})
-    assert engine_facts.serving_gpu(evidence, workload) is None
-    assert engine_facts.max_num_seqs(evidence, workload) is None  # version known, GPU not: no default
+    assert engine.serving_gpu(evidence, workload) is None
+    assert engine.max_num_seqs(evidence, workload) is None  # version known, GPU not: no default
 
 
 # --- the version --------------------------------------------------------------------------------------------
 
 
 def test_version_from_the_log_before_the_image_tag() -> None:
-    seen = engine_facts.vllm_version(*_evidence([], log=VERSION_LINE, image="vllm/vllm-openai:v0.6.3"))
-    assert seen == engine_facts.VersionSeen((0, 10, 1), "0.10.1")
+    seen = engine.vllm_version(*_evidence([], log=VERSION_LINE, image="vllm/vllm-openai:v0.6.3"))
+    assert seen == engine.VersionSeen((0, 10, 1), "0.10.1")
 
 
 def test_version_from_a_vllm_image_tag() -> None:
-    seen = engine_facts.vllm_version(*_evidence([], image="vllm/vllm-openai:v0.9.2"))
-    assert seen == engine_facts.VersionSeen((0, 9, 2), "0.9.2 from the image tag")
+    seen = engine.vllm_version(*_evidence([], image="vllm/vllm-openai:v0.9.2"))
+    assert seen == engine.VersionSeen((0, 9, 2), "0.9.2 from the image tag")
 
 
 @pytest.mark.parametrize(
@@ -203,14 +201,14 @@ def test_version_from_a_vllm_image_tag() -> None:
     ],
 )
 def test_no_version_from_tags_that_do_not_tell_it(image: str, args: list[str]) -> None:
-    assert engine_facts.vllm_version(*_evidence(args, image=image)) is None
+    assert engine.vllm_version(*_evidence(args, image=image)) is None
 
 
 def test_nothing_known_is_none() -> None:
     evidence, workload = _evidence([], image="quay.io/modh/vllm:rhoai-2.20")
-    assert engine_facts.serving_gpu(evidence, workload) is None
-    assert engine_facts.max_num_seqs_or_plateau(evidence, workload) is None
-    assert engine_facts.saturated_running(evidence) is None
+    assert engine.serving_gpu(evidence, workload) is None
+    assert engine.max_num_seqs_or_plateau(evidence, workload) is None
+    assert engine.saturated_running(evidence) is None
 
 
 # --- the model ----------------------------------------------------------------------------------------------
@@ -223,7 +221,7 @@ def test_model_names_in_lookup_order() -> None:
     pod["spec"]["containers"][0]["command"] = ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
     pod["spec"]["containers"][0]["args"] = ["--served-model-name", "llm", "--max-num-seqs", "64"]
     evidence = evidence_from_objects(objects, "llm", "vllm-llm")
-    assert engine_facts.model_names(evidence, common.current_workload(evidence)) == [
+    assert engine.model_names(evidence, common.current_workload(evidence)) == [
         "llm",
         "meta-llama/Llama-3.1-8B-Instruct",
         "hf://meta-llama/Llama-3.1-8B-Instruct",

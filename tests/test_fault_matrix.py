@@ -43,10 +43,10 @@ from fakeapi import (
     write_kubeconfig,
 )
 
-from nbhelpers import headless
+from nbhelpers.cli import headless
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence import Target
-from nbhelpers.report import write_atomic, write_outputs
+from nbhelpers.evidence.model import Target
+from nbhelpers.render.report import write_atomic, write_outputs
 from nbhelpers.sources import kinds
 from nbhelpers.sources.base import LogRequest
 from nbhelpers.sources.bundle import write_bundle_files

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nbhelpers.findings import (
+from nbhelpers.findings.model import (
     CATALOG,
     CAUSE_EDGES,
     STEP_ORDER,

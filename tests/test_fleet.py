@@ -23,9 +23,9 @@ from builders import comparable
 from fakeapi import FakeApiServer, write_kubeconfig
 from promharness import PrometheusServer, prometheus_server  # noqa: F401  (pytest fixture)
 
+from nbhelpers.cli.fleet import FleetRequest, run_fleet
 from nbhelpers.errors import RunbookError
-from nbhelpers.fleet import FleetRequest, run_fleet
-from nbhelpers.report import findings_schema
+from nbhelpers.render.report import findings_schema
 from nbhelpers.triage import TriageParams, run
 
 pytestmark = pytest.mark.integration

@@ -25,16 +25,17 @@ from fakeapi import read_yaml_objects
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nbhelpers import kube, vllm_args
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence import Target, filter_log_to_window, gather
-from nbhelpers.models import load_time, vllm_log
-from nbhelpers.quantities import parse_quantity, try_parse
-from nbhelpers.redact import REDACTED, redact_objects, redact_text
-from nbhelpers.report import findings_json_bytes
+from nbhelpers.evidence.model import Target, filter_log_to_window, gather
+from nbhelpers.facts import vllm_args, vllm_log
+from nbhelpers.models import load_time
+from nbhelpers.render.report import findings_json_bytes
+from nbhelpers.sources import kube
 from nbhelpers.sources.bundle import open_bundle, write_bundle_files
-from nbhelpers.timeutil import parse_duration, parse_k8s_time, parse_time, resolve_window
 from nbhelpers.triage import TriageParams, run
+from nbhelpers.util.quantities import parse_quantity, try_parse
+from nbhelpers.util.redaction import REDACTED, redact_objects, redact_text
+from nbhelpers.util.times import parse_duration, parse_k8s_time, parse_time, resolve_window
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,16 +10,15 @@ from pathlib import Path
 import pytest
 from fakeapi import DEFAULT_TOKEN, FakeApiServer
 
-from nbhelpers import kube
-from nbhelpers.capture import write_bundle
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence import Evidence, Target, gather
-from nbhelpers.redact import REDACTED
-from nbhelpers.sources import kinds
+from nbhelpers.evidence.capture import write_bundle
+from nbhelpers.evidence.model import Evidence, Target, gather
+from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import KubeObject
 from nbhelpers.sources.bundle import open_bundle
 from nbhelpers.sources.cluster_live import LiveCluster
-from nbhelpers.timeutil import Window
+from nbhelpers.util.redaction import REDACTED
+from nbhelpers.util.times import Window
 
 pytestmark = pytest.mark.integration
 

@@ -34,7 +34,7 @@ def _masked(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def _summary(result: Any) -> str:
-    from nbhelpers.report import summary_markdown
+    from nbhelpers.render.report import summary_markdown
 
     return re.sub(r"\b\d+\.\d+ s\b", "<seconds>", summary_markdown(result))
 

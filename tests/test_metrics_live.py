@@ -54,11 +54,11 @@ from promharness import (
 )
 
 from nbhelpers.errors import ReadFailed, RunbookError
-from nbhelpers.evidence import MetricData, ReadRecord, Target, _query_metrics
+from nbhelpers.evidence.model import MetricData, ReadRecord, Target, _query_metrics
 from nbhelpers.metrics import catalog
 from nbhelpers.sources.base import SeriesData
 from nbhelpers.sources.metrics_live import LiveMetrics
-from nbhelpers.timeutil import query_step_seconds
+from nbhelpers.util.times import query_step_seconds
 
 pytestmark = pytest.mark.integration
 

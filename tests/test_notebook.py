@@ -16,20 +16,20 @@ import papermill
 import pytest
 from builders import bundle_files, comparable
 
-from nbhelpers import display
 from nbhelpers.checks import STEPS
 from nbhelpers.errors import RunbookError
 from nbhelpers.notebook import (
     ERROR_FILE_ENV,
     PROGRESS_FILE_ENV,
     SESSION_ENV,
+    display,
     headers_from_env,
     split_codes,
     start_triage,
 )
+from nbhelpers.notebook.widgets import TriagePanel
 from nbhelpers.sources.bundle import write_bundle_files
 from nbhelpers.triage import TriageParams, TriageResult, run
-from nbhelpers.widgets import TriagePanel
 
 RUNBOOK = Path(__file__).parents[1] / "runbooks" / "triage.ipynb"
 PARAMETERS = {

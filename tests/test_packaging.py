@@ -56,4 +56,4 @@ def test_wheel_ships_runbooks_scenarios_and_schema(tmp_path: Path) -> None:
     assert "nbhelpers/schemas/findings-v1.json" in names
     assert "nbhelpers/py.typed" in names
     entry_points = next(name for name in names if name.endswith("entry_points.txt"))
-    assert "kserve-runbook = nbhelpers.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "kserve-runbook = nbhelpers.cli.main:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -13,7 +13,7 @@ import yaml
 from builders import FIXTURES, load_yaml
 from checks.check_cases import assert_valid_patch
 
-from nbhelpers.findings import Finding, Patch
+from nbhelpers.findings.model import Finding, Patch
 
 KubeObject = dict[str, Any]
 RAW = "checks/healthy/raw.yaml"

@@ -1,4 +1,4 @@
-"""The cold-start arithmetic of :mod:`nbhelpers.models.pod_phases`: pod milestones from status and events,
+"""The cold-start arithmetic of :mod:`nbhelpers.facts.pod_phases`: pod milestones from status and events,
 distributions, and valleys in the pod-count timeline."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from nbhelpers.models import pod_phases
-from nbhelpers.models.pod_phases import Distribution, Valley
+from nbhelpers.facts import pod_phases
+from nbhelpers.facts.pod_phases import Distribution, Valley
 
 OBSERVED = datetime(2026, 1, 15, 12, 0, tzinfo=timezone.utc)
 POD = "vllm-llm-predictor-00001-deployment-abc"

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from nbhelpers import quantities
+from nbhelpers.util import quantities
 
 GI = 1024**3
 

@@ -10,7 +10,7 @@ Two halves:
   Kubernetes client; the one request call in the former sends the literal method "GET", no generated API
   class (whose methods create, patch and delete) is imported anywhere, and every request call in both has a
   timeout. So no call path to a write exists, and no network call can wait forever. The one exception,
-  ``webhook.py``, imports ``urllib.request`` for a single call with a timeout: the POST of its summary to
+  ``cli/webhook.py``, imports ``urllib.request`` for a single call with a timeout: the POST of its summary to
   the Slack URL the user configured, never to the cluster or Prometheus (and ``socket`` only for the
   address family it listens on).
 """
@@ -38,7 +38,7 @@ import nbhelpers
 
 PACKAGE = Path(nbhelpers.__file__).parent
 SOURCES = {"sources/cluster_live.py", "sources/metrics_live.py"}
-NOTIFIER = "webhook.py"  # may POST a run's summary to Slack, nothing else
+NOTIFIER = "cli/webhook.py"  # may POST a run's summary to Slack, nothing else
 NETWORK_MODULES = ("requests", "urllib3", "urllib.request", "http.client", "socket", "httpx", "aiohttp")
 NETWORK_PACKAGES = ("kubernetes", "prometheus_api_client", *NETWORK_MODULES)
 # The only part of the kubernetes package other modules may use: quantity arithmetic, no I/O.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nbhelpers.redact import REDACTED, redact_objects, redact_text
+from nbhelpers.util.redaction import REDACTED, redact_objects, redact_text
 
 API_KEY = "sk-live-0123456789abcdefghij"
 HF_TOKEN = "hf_ABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -26,7 +26,7 @@ import pytest
 from conftest import CLUSTER_FIXTURES
 from fakeapi import DEFAULT_TOKEN, FakeApiServer, FakePrometheus, write_kubeconfig
 
-from nbhelpers.redact import REDACTED
+from nbhelpers.util.redaction import REDACTED
 
 pytestmark = pytest.mark.integration
 

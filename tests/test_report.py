@@ -12,16 +12,18 @@ from typing import Any
 import pytest
 from builders import CAPTURED_AT, WINDOW, bundle_files, evidence_from_objects
 
-from nbhelpers import __version__, charts, display, report
+from nbhelpers import __version__
 from nbhelpers.checks import STEPS
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence import Evidence
-from nbhelpers.findings import Finding, Patch, rank_root_causes
+from nbhelpers.evidence.model import Evidence
+from nbhelpers.findings.model import Finding, Patch, rank_root_causes
 from nbhelpers.metrics import catalog
+from nbhelpers.notebook import display
+from nbhelpers.render import charts, report
 from nbhelpers.scenarios import list_scenarios, scenario_bundle
 from nbhelpers.sources.bundle import write_bundle_files
-from nbhelpers.timeutil import Window
 from nbhelpers.triage import StepResult, TriageParams, TriageResult, run
+from nbhelpers.util.times import Window
 
 NS, ISVC = "llm", "vllm-llm"
 POD = "vllm-llm-predictor-7d9f8-abcde"

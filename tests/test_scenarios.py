@@ -17,9 +17,8 @@ import pytest
 import yaml
 from promharness import free_port, require_prometheus_binaries
 
-from nbhelpers import kube
-from nbhelpers.evidence import Evidence, Target, gather
-from nbhelpers.findings import Finding, rank_root_causes
+from nbhelpers.evidence.model import Evidence, Target, gather
+from nbhelpers.findings.model import Finding, rank_root_causes
 from nbhelpers.metrics import catalog
 from nbhelpers.scenarios import (
     DEFAULT_SCENARIO,
@@ -33,9 +32,9 @@ from nbhelpers.scenarios.answers import EVALUATORS, extrapolated_rate, histogram
 from nbhelpers.scenarios.generator import RAW_METRICS_FILE, SPEC_FILE
 from nbhelpers.scenarios.spec import ScenarioSpec, parse_spec
 from nbhelpers.scenarios.validator import validate_bundle
-from nbhelpers.sources import kinds
+from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.bundle import open_bundle
-from nbhelpers.timeutil import parse_k8s_time
+from nbhelpers.util.times import parse_k8s_time
 
 SHIPPED = (
     "port-mismatch",

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from nbhelpers.errors import RunbookError
-from nbhelpers.timeutil import Window, parse_duration, parse_time, query_step_seconds, resolve_window
+from nbhelpers.util.times import Window, parse_duration, parse_time, query_step_seconds, resolve_window
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=timezone.utc)
 

@@ -13,8 +13,9 @@ import papermill
 import pytest
 from ipywidgets.widgets import widget as widget_module
 
-from nbhelpers import training, training_widgets
-from nbhelpers.findings import CATALOG
+from nbhelpers import training
+from nbhelpers.findings.model import CATALOG
+from nbhelpers.notebook import training_panel
 from nbhelpers.scenarios import ScenarioSpec, list_scenarios, load_spec
 from nbhelpers.training import (
     CHOICE_COUNT,
@@ -61,7 +62,7 @@ def test_healthy_scenarios_exist() -> None:
 def test_question_gives_nothing_away(name: str, triaged: dict[str, tuple[ScenarioSpec, TriageResult]]) -> None:
     spec, result = triaged[name]
     question = build_question(spec, result, seed=3)
-    shown = question_text(question) + html.unescape(training_widgets.question_html(question))
+    shown = question_text(question) + html.unescape(training_panel.question_html(question))
     assert question.evidence and question.reported == spec.story.reported
     for finding in result.findings:
         assert finding.title not in shown, finding.code
@@ -165,7 +166,7 @@ def test_reveal_explains_the_story_and_ranks_the_triage(triaged: dict[str, tuple
     for index, code in enumerate(result.root_causes, 1):
         assert f"{index}. {code}: {titles[code]}" in reveal
     assert [cause.code for cause in question.reveal.ranked] == list(result.root_causes)
-    rendered = html.unescape(training_widgets.reveal_html(question))
+    rendered = html.unescape(training_panel.reveal_html(question))
     assert spec.story.lesson in rendered and titles["PORT_MISMATCH"] in rendered
 
 
@@ -203,12 +204,12 @@ def test_an_answer_that_is_not_a_choice_is_refused(triaged: dict[str, tuple[Scen
 # ------------------------------------------------------------------------------------ widgets and notebook
 
 
-def _built_from(triaged: dict[str, tuple[ScenarioSpec, TriageResult]]) -> training_widgets.QuestionBuilder:
+def _built_from(triaged: dict[str, tuple[ScenarioSpec, TriageResult]]) -> training_panel.QuestionBuilder:
     return lambda name, seed: build_question(*triaged[name], seed)
 
 
 def test_panel_checks_the_answer_and_follows_the_picker(triaged: dict[str, tuple[ScenarioSpec, TriageResult]]) -> None:
-    panel = training_widgets.TrainingPanel("port-mismatch", seed=0, build=_built_from(triaged))
+    panel = training_panel.TrainingPanel("port-mismatch", seed=0, build=_built_from(triaged))
     question = panel.question
     assert [number for _, number in panel.choices.options] == [choice.number for choice in question.choices]
     assert panel.choices.value is None and panel.picker.value == "port-mismatch"
@@ -239,8 +240,8 @@ def test_static_quiz_creates_no_widget(
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache.parent / "static-cache"))
     before = set(widget_module._instances)
-    quiz = training_widgets.start_quiz("port-mismatch", seed=0, interactive=False)
-    training_widgets.show_answer(quiz)
+    quiz = training_panel.start_quiz("port-mismatch", seed=0, interactive=False)
+    training_panel.show_answer(quiz)
     assert quiz.panel is None and quiz.question.scenario == "port-mismatch"
     assert set(widget_module._instances) == before
     assert "HTML object" in capsys.readouterr().out

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nbhelpers import vllm_args
-from nbhelpers.vllm_args import HUGGINGFACESERVER, UNKNOWN, VLLM, parse_command, parse_container
+from nbhelpers.facts import vllm_args
+from nbhelpers.facts.vllm_args import HUGGINGFACESERVER, UNKNOWN, VLLM, parse_command, parse_container
 
 
 @pytest.mark.parametrize(

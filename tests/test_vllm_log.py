@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from nbhelpers.models.vllm_log import EngineMemoryFacts, parse_engine_log
+from nbhelpers.facts.vllm_log import EngineMemoryFacts, parse_engine_log
 
 KUBELET = "2026-01-15T10:00:00.000000000Z "
 

@@ -23,11 +23,7 @@ import pytest
 
 from nbhelpers.errors import RunbookError
 from nbhelpers.models.gpus import GPUS, gpu_named
-from nbhelpers.models.model_table import (
-    UnsupportedArchitecture,
-    architecture_from_config,
-    lookup_model,
-)
+from nbhelpers.models.model_table import UnsupportedArchitecture, architecture_from_config, lookup_model
 from nbhelpers.models.vllm_memory import (
     GIB,
     Gpu,

@@ -30,11 +30,7 @@ from urllib.parse import urlsplit
 import pytest
 from fakeapi import FakeApiServer
 
-from nbhelpers.errors import RunbookError
-from nbhelpers.evidence import Target
-from nbhelpers.report import validate_findings
-from nbhelpers.triage import TriageParams
-from nbhelpers.webhook import (
+from nbhelpers.cli.webhook import (
     MAX_BODY_BYTES,
     Admissions,
     Alert,
@@ -53,6 +49,10 @@ from nbhelpers.webhook import (
     serve,
     settings_from_options,
 )
+from nbhelpers.errors import RunbookError
+from nbhelpers.evidence.model import Target
+from nbhelpers.render.report import validate_findings
+from nbhelpers.triage import TriageParams
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=timezone.utc)
 SECRET = "whk-shared-Secret-93be1f0c"
@@ -425,7 +425,7 @@ def test_unsafe_or_bad_settings_are_refused(changes: dict[str, Any], environment
 
 def test_the_command_offers_no_window_options() -> None:
     """Each run's window comes from its alert."""
-    from nbhelpers.cli import webhook_command
+    from nbhelpers.cli.main import webhook_command
 
     offered = {name for param in webhook_command.params for name in param.opts}
     assert not offered & {"--since", "--start", "--end"} and "--lookback" in offered

@@ -11,10 +11,10 @@ import papermill
 import pytest
 from patchcheck import assert_valid_object
 
-from nbhelpers import kube
 from nbhelpers.errors import RunbookError
+from nbhelpers.notebook.whatif_panel import chart_frame, show_whatif, whatif_chart, whatif_controls
 from nbhelpers.scenarios import load_spec
-from nbhelpers.sources import kinds
+from nbhelpers.sources import kinds, kube
 from nbhelpers.triage import TriageParams, collect
 from nbhelpers.whatif import (
     CURRENT,
@@ -26,7 +26,6 @@ from nbhelpers.whatif import (
     whatif,
     whatif_from_parameters,
 )
-from nbhelpers.whatif_display import chart_frame, show_whatif, whatif_chart, whatif_controls
 
 RUNBOOK = Path(__file__).parents[1] / "runbooks" / "whatif.ipynb"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"

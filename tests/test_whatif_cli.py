@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nbhelpers.cli.whatif import load_manifest, parse_series_csv
 from nbhelpers.errors import RunbookError
-from nbhelpers.whatif_cli import load_manifest, parse_series_csv
 
 HPA = {
     "apiVersion": "autoscaling/v2",

@@ -14,12 +14,9 @@ import nbformat
 import pytest
 from fakeapi import FakeApiServer, write_kubeconfig
 
-from nbhelpers import display
 from nbhelpers.checks import STEPS
 from nbhelpers.errors import RunbookError
-from nbhelpers.notebook import SESSION_ENV, wants_panel
-from nbhelpers.scenarios import load_spec, scenario_bundle
-from nbhelpers.symptoms import (
+from nbhelpers.findings.symptoms import (
     SYMPTOMS,
     reading_order,
     reading_order_html,
@@ -27,8 +24,8 @@ from nbhelpers.symptoms import (
     step_heading,
     symptom_for,
 )
-from nbhelpers.triage import Progress, TriageParams
-from nbhelpers.widgets import (
+from nbhelpers.notebook import SESSION_ENV, display, wants_panel
+from nbhelpers.notebook.widgets import (
     CUSTOM_WINDOW,
     SOURCE_BUNDLE,
     SOURCE_CLUSTER,
@@ -46,6 +43,8 @@ from nbhelpers.widgets import (
     window_fields,
     window_options,
 )
+from nbhelpers.scenarios import load_spec, scenario_bundle
+from nbhelpers.triage import Progress, TriageParams
 
 CLUSTER_FIXTURES = Path(__file__).parent / "fixtures" / "cluster"
 RUNBOOK = Path(__file__).parents[1] / "runbooks" / "triage.ipynb"

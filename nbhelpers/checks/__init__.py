@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nbhelpers.findings import STEP_ORDER
+from nbhelpers.findings.model import STEP_ORDER
 
 if TYPE_CHECKING:
-    from nbhelpers.evidence import Evidence
-    from nbhelpers.findings import Finding
+    from nbhelpers.evidence.model import Evidence
+    from nbhelpers.findings.model import Finding
 
 CheckFunction = Callable[["Evidence"], "list[Finding]"]
 

@@ -16,7 +16,7 @@ What it reads and why:
   ``scale-to-zero-pod-retention-period`` 0s (annotation ``autoscaling.knative.dev/scale-to-zero-pod-retention-period``),
   ``scale-down-delay`` 0s (annotation ``autoscaling.knative.dev/scale-down-delay``, 0s ≤ value ≤ 1h; the
   camelCase spellings ``scaleDownDelay`` etc. are the older names), ``stable-window`` 60s, ``initial-scale`` 1.
-- **Cold starts** per pod, phase by phase (:mod:`nbhelpers.models.pod_phases`).
+- **Cold starts** per pod, phase by phase (:mod:`nbhelpers.facts.pod_phases`).
 - **Timeouts in effect** for a request that arrives while no replica is ready: the activator holds it until
   the revision's ``timeoutSeconds`` (the activator honours the revision timeout since knative/serving#7999,
   and its response-start and idle timeouts since #13261), and every layer in front of it (client, edge,
@@ -54,17 +54,17 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from nbhelpers import kube, vllm_args
-from nbhelpers import timeout_chain as chain
 from nbhelpers.checks import STEP_BY_ID, timeouts
-from nbhelpers.checks import _common as common
 from nbhelpers.errors import StepSkipped
-from nbhelpers.evidence import Evidence, MetricData
-from nbhelpers.findings import Finding, Patch, Severity
-from nbhelpers.models import load_time, pod_phases
-from nbhelpers.models.pod_phases import Distribution, PodPhases, Valley
-from nbhelpers.sources import kinds
-from nbhelpers.timeutil import format_time
+from nbhelpers.evidence.model import Evidence, MetricData
+from nbhelpers.facts import common as common
+from nbhelpers.facts import pod_phases, vllm_args
+from nbhelpers.facts import timeout_path as chain
+from nbhelpers.facts.pod_phases import Distribution, PodPhases, Valley
+from nbhelpers.findings.model import Finding, Patch, Severity
+from nbhelpers.models import load_time
+from nbhelpers.sources import kinds, kube
+from nbhelpers.util.times import format_time
 
 STEP = STEP_BY_ID["cold_start"]
 

@@ -25,14 +25,13 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlparse
 
-from nbhelpers import kube
 from nbhelpers.checks import STEP_BY_ID
-from nbhelpers.checks import _common as common
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence import Evidence
-from nbhelpers.findings import Finding
-from nbhelpers.sources import kinds
-from nbhelpers.timeutil import parse_duration, parse_k8s_time
+from nbhelpers.evidence.model import Evidence
+from nbhelpers.facts import common as common
+from nbhelpers.findings.model import Finding
+from nbhelpers.sources import kinds, kube
+from nbhelpers.util.times import parse_duration, parse_k8s_time
 
 STEP = STEP_BY_ID["endpoints"]
 ISVC_CONDITIONS = ("Ready", "PredictorReady", "IngressReady")

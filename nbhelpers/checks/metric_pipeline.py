@@ -27,16 +27,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbhelpers import adapter_rules, autoscalers, kube, metrics_apis
-from nbhelpers.autoscalers import Autoscaler, Metric
 from nbhelpers.checks import STEP_BY_ID
-from nbhelpers.checks import _common as common
 from nbhelpers.errors import EvidenceMissing, StepSkipped
-from nbhelpers.evidence import Evidence, event_interval
-from nbhelpers.findings import Finding, Severity
+from nbhelpers.evidence.model import Evidence, event_interval
+from nbhelpers.facts import adapter_rules, autoscalers, metrics_apis
+from nbhelpers.facts import common as common
+from nbhelpers.facts.autoscalers import Autoscaler, Metric
+from nbhelpers.findings.model import Finding, Severity
 from nbhelpers.metrics import catalog
-from nbhelpers.sources import kinds
-from nbhelpers.timeutil import format_time
+from nbhelpers.sources import kinds, kube
+from nbhelpers.util.times import format_time
 
 STEP = STEP_BY_ID["metric_pipeline"]
 

@@ -8,7 +8,7 @@ The chain a request follows to the model server (DESIGN §6):
 - Serverless: ``<revision>-private`` → queue-proxy → its ``USER_PORT`` (the declared containerPort,
   8080 when none is declared; 9081 when the agent sits in between) → the serving container.
 
-The listening port comes from the server's command line (:mod:`nbhelpers.vllm_args`). Every link
+The listening port comes from the server's command line (:mod:`nbhelpers.facts.vllm_args`). Every link
 that disagrees is a ``PORT_MISMATCH`` with the whole chain in its evidence.
 """
 
@@ -20,12 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nbhelpers import kube, vllm_args
 from nbhelpers.checks import STEP_BY_ID
-from nbhelpers.checks import _common as common
-from nbhelpers.evidence import Evidence
-from nbhelpers.findings import Finding, Severity
-from nbhelpers.sources import kinds
+from nbhelpers.evidence.model import Evidence
+from nbhelpers.facts import common as common
+from nbhelpers.facts import vllm_args
+from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.sources import kinds, kube
 
 STEP = STEP_BY_ID["ports"]
 PROBE_KINDS = ("readinessProbe", "livenessProbe", "startupProbe")

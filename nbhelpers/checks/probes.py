@@ -34,16 +34,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from nbhelpers import kube, vllm_args
 from nbhelpers.checks import STEP_BY_ID
-from nbhelpers.checks import _common as common
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence import Evidence, event_interval
-from nbhelpers.findings import Finding, Severity
+from nbhelpers.evidence.model import Evidence, event_interval
+from nbhelpers.facts import common as common
+from nbhelpers.facts import vllm_args
+from nbhelpers.findings.model import Finding, Severity
 from nbhelpers.models import load_time
 from nbhelpers.models.load_time import LIVENESS, PROBE_KINDS, READINESS, STARTUP, LoadAttempt, ProbeBudget
-from nbhelpers.sources import kinds
-from nbhelpers.timeutil import format_time, parse_duration, parse_k8s_time
+from nbhelpers.sources import kinds, kube
+from nbhelpers.util.times import format_time, parse_duration, parse_k8s_time
 
 STEP = STEP_BY_ID["probes"]
 HANDLERS = ("httpGet", "tcpSocket", "grpc", "exec")

@@ -22,7 +22,7 @@ Sources, all read from the Evidence:
     (0.96, 22.49 GiB)`` (vLLM's worker start-up check; older releases omit the device name);
   - engine death: ``EngineDeadError`` ("EngineCore encountered an issue", vllm/v1/engine/exceptions.py),
     ``AsyncEngineDeadError`` and ``RuntimeError('Engine loop has died')`` (V0's multiprocessing client);
-  - the start-up memory lines, read by :func:`nbhelpers.models.vllm_log.parse_engine_log`.
+  - the start-up memory lines, read by :func:`nbhelpers.facts.vllm_log.parse_engine_log`.
 
 The queue criteria (pinned, sustained, felt) and the regime decision live in :mod:`nbhelpers.models.regime`.
 Flag values that fit the card come from :mod:`nbhelpers.models.vllm_memory` when the model and the GPU are
@@ -37,17 +37,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
-from nbhelpers import engine_facts, kube, vllm_args
 from nbhelpers.checks import STEP_BY_ID
-from nbhelpers.checks import _common as common
-from nbhelpers.engine_facts import Valued
 from nbhelpers.errors import RunbookError, StepSkipped
-from nbhelpers.evidence import ContainerLog, Evidence
-from nbhelpers.findings import Finding, Severity
+from nbhelpers.evidence.model import ContainerLog, Evidence
+from nbhelpers.facts import common as common
+from nbhelpers.facts import engine, vllm_args
+from nbhelpers.facts.engine import Valued
+from nbhelpers.facts.vllm_log import EngineMemoryFacts, parse_engine_log
+from nbhelpers.findings.model import Finding, Severity
 from nbhelpers.metrics import series
 from nbhelpers.models import regime
 from nbhelpers.models.model_table import ModelArchitecture, lookup_model
-from nbhelpers.models.vllm_log import EngineMemoryFacts, parse_engine_log
 from nbhelpers.models.vllm_memory import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -59,11 +59,12 @@ from nbhelpers.models.vllm_memory import (
     estimate,
     safe_max_utilization,
 )
+from nbhelpers.sources import kube
 
 STEP = STEP_BY_ID["queue_vs_oom"]
 
 UTIL_FLAG = "--gpu-memory-utilization"
-SEQS_FLAG = engine_facts.SEQS_FLAG
+SEQS_FLAG = engine.SEQS_FLAG
 LEN_FLAG = "--max-model-len"
 BATCHED_FLAG = "--max-num-batched-tokens"
 TP_FLAG = "--tensor-parallel-size"
@@ -195,11 +196,11 @@ class _Context:
         self.server = server
         self.container = str(workload.serving.get("name"))
         self.pods = common.predictor_pods(evidence)
-        self.logs = engine_facts.serving_logs(evidence, workload)
+        self.logs = engine.serving_logs(evidence, workload)
         self.engine = self._engine_facts()
-        version = engine_facts.vllm_version(evidence, workload)
+        version = engine.vllm_version(evidence, workload)
         self.version = version.number if version is not None else None
-        self.gpu = engine_facts.serving_gpu(evidence, workload)
+        self.gpu = engine.serving_gpu(evidence, workload)
         self.model = self._model()
         self.plan = self._plan()
         self.step = float(next((d.step for d in evidence.metrics.values() if d.step), 15))
@@ -244,7 +245,7 @@ class _Context:
     # --- the model ---------------------------------------------------------------------------------
 
     def _model(self) -> ModelArchitecture | None:
-        for name in engine_facts.model_names(self.evidence, self.workload):
+        for name in engine.model_names(self.evidence, self.workload):
             path = re.sub(r"^[a-z0-9]+://", "", name).strip("/")
             parts = path.split("/")
             for candidate in dict.fromkeys((path, "/".join(parts[-2:]), parts[-1])):
@@ -293,7 +294,7 @@ class _Context:
 
     def ceiling(self) -> Valued | None:
         """Requests one pod runs at most (the metrics are summed over its data-parallel engines)."""
-        return engine_facts.max_num_seqs(self.evidence, self.workload)
+        return engine.max_num_seqs(self.evidence, self.workload)
 
     # --- restarts and 5xx --------------------------------------------------------------------------
 

@@ -27,13 +27,14 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from nbhelpers import engine_facts, kube, quantities, vllm_args
 from nbhelpers.checks import STEP_BY_ID
-from nbhelpers.checks import _common as common
-from nbhelpers.evidence import Evidence, event_interval
-from nbhelpers.findings import Finding, Severity
-from nbhelpers.sources import kinds
-from nbhelpers.timeutil import parse_k8s_time
+from nbhelpers.evidence.model import Evidence, event_interval
+from nbhelpers.facts import common as common
+from nbhelpers.facts import engine, vllm_args
+from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.sources import kinds, kube
+from nbhelpers.util import quantities
+from nbhelpers.util.times import parse_k8s_time
 
 STEP = STEP_BY_ID["resources"]
 
@@ -904,7 +905,7 @@ class _Context:
             # V0 prints "GB" but divides by 2^30 (see nbhelpers/models/vllm_log.py): both units are GiB.
             per_gpu = Decimal(match.group(1)) * quantities.GIB
             return _WeightsHint(int(per_gpu * workers), f"vLLM logged {match.group(0)!r} per GPU × {workers} GPU(s)")
-        for name in engine_facts.model_names(self.evidence, self.workload):
+        for name in engine.model_names(self.evidence, self.workload):
             match = _PARAMETERS.search(name.rsplit("/", 1)[-1])
             if match is None:
                 continue

@@ -1,7 +1,7 @@
 """Step 7, ``scale_target``: does the autoscaler scale the workload that serves traffic, on a signal that fits
 an LLM?
 
-Autoscalers come from :func:`nbhelpers.autoscalers.resolve`. One *unit* is one decision maker: a plain HPA,
+Autoscalers come from :func:`nbhelpers.facts.autoscalers.resolve`. One *unit* is one decision maker: a plain HPA,
 a KEDA ScaledObject together with the HPA KEDA generates for it (``keda-hpa-<name>``), or a Knative
 PodAutoscaler together with the HPA it delegates to (class ``hpa.autoscaling.knative.dev``). Two units on one
 workload fight; a ScaledObject and its own HPA do not.
@@ -37,22 +37,22 @@ from typing import Any
 
 import yaml
 
-from nbhelpers import autoscalers, kube, vllm_args
-from nbhelpers.autoscalers import (
+from nbhelpers.checks import STEP_BY_ID
+from nbhelpers.errors import EvidenceMissing, StepSkipped
+from nbhelpers.evidence.model import Evidence
+from nbhelpers.facts import autoscalers, vllm_args
+from nbhelpers.facts import common as common
+from nbhelpers.facts import scaling as facts
+from nbhelpers.facts.autoscalers import (
     HPA_DEFAULT_SCALE_UP,
     KNATIVE_MAX_SCALE_KEYS,
     KNATIVE_UTILIZATION_ANNOTATION,
     KNATIVE_UTILIZATION_DEFAULT,
     Autoscaler,
 )
-from nbhelpers.checks import STEP_BY_ID
-from nbhelpers.checks import _common as common
-from nbhelpers.checks import _scale_facts as facts
-from nbhelpers.errors import EvidenceMissing, StepSkipped
-from nbhelpers.evidence import Evidence
-from nbhelpers.findings import Finding, Patch
+from nbhelpers.findings.model import Finding, Patch
 from nbhelpers.metrics import series
-from nbhelpers.sources import kinds
+from nbhelpers.sources import kinds, kube
 
 STEP = STEP_BY_ID["scale_target"]
 

@@ -1,7 +1,7 @@
 """Step 9, ``timeouts``: are the timeouts aligned from the client to the server, and against real latency?
 
 Every layer on the request path is collected with its timeout and where it was read (or ``default`` and
-the default's value), see :mod:`nbhelpers.timeout_chain`:
+the default's value), see :mod:`nbhelpers.facts.timeout_path`:
 
 - client: ``--client-timeout`` (the notebook parameter ``client_timeout``), else the optional
   InferenceService annotation ``kserve-runbook/client-timeout`` (seconds or a duration such as ``10m``);
@@ -28,16 +28,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbhelpers import kube
-from nbhelpers import timeout_chain as chain
 from nbhelpers.checks import STEP_BY_ID
-from nbhelpers.checks import _common as common
 from nbhelpers.checks.endpoints import host_matches
 from nbhelpers.errors import EvidenceMissing
-from nbhelpers.evidence import Evidence, MetricData
-from nbhelpers.findings import Finding, Severity
-from nbhelpers.sources import kinds
-from nbhelpers.timeout_chain import Layer
+from nbhelpers.evidence.model import Evidence, MetricData
+from nbhelpers.facts import common as common
+from nbhelpers.facts import timeout_path as chain
+from nbhelpers.facts.timeout_path import Layer
+from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.sources import kinds, kube
 
 STEP = STEP_BY_ID["timeouts"]
 

@@ -1,4 +1,4 @@
-"""Readers over one catalog query's answer (:class:`~nbhelpers.evidence.MetricData`): per pod, summed, peak.
+"""Readers over one catalog query's answer (:class:`~nbhelpers.evidence.model.MetricData`): per pod, summed, peak.
 
 Only answers with status ``ok`` hold numbers; any other status reads as no samples. Samples that are not
 finite (NaN from a division by zero in PromQL, +Inf) are dropped so that they cannot poison a sum or a peak.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from nbhelpers.evidence import MetricData
+from nbhelpers.evidence.model import MetricData
 
 Samples = dict[float, float]  # unix seconds -> value
 

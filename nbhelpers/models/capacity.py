@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbhelpers.autoscalers import (
+from nbhelpers.facts.autoscalers import (
     HPA_DEFAULT_SCALE_UP,
     KNATIVE_METRIC_ANNOTATION,
     KNATIVE_TARGET_ANNOTATION,

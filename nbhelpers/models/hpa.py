@@ -66,7 +66,7 @@ from decimal import ROUND_CEILING, Decimal
 from typing import Any, Literal
 
 from nbhelpers.errors import RunbookError
-from nbhelpers.quantities import parse_quantity
+from nbhelpers.util.quantities import parse_quantity
 
 DEFAULT_TOLERANCE = 0.1  # --horizontal-pod-autoscaler-tolerance
 DOWNSCALE_STABILIZATION_SECONDS = 300  # --horizontal-pod-autoscaler-downscale-stabilization

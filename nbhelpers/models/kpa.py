@@ -79,8 +79,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from nbhelpers import kube
-from nbhelpers.autoscalers import (
+from nbhelpers.errors import RunbookError
+from nbhelpers.facts.autoscalers import (
     KNATIVE_CLASS_ANNOTATION,
     KNATIVE_HPA_CLASS,
     KNATIVE_KPA_CLASS,
@@ -90,8 +90,8 @@ from nbhelpers.autoscalers import (
     KNATIVE_TARGET_ANNOTATION,
     KNATIVE_UTILIZATION_DEFAULT,
 )
-from nbhelpers.errors import RunbookError
-from nbhelpers.timeout_chain import parse_duration
+from nbhelpers.facts.timeout_path import parse_duration
+from nbhelpers.sources import kube
 
 _T = TypeVar("_T")
 

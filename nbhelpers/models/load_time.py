@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from nbhelpers.timeutil import format_time, parse_k8s_time
+from nbhelpers.util.times import format_time, parse_k8s_time
 
 READINESS = "readinessProbe"
 LIVENESS = "livenessProbe"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from nbhelpers import __version__
 from nbhelpers.errors import RunbookError
-from nbhelpers.resources import data_dir
 from nbhelpers.scenarios.generator import generate
 from nbhelpers.scenarios.spec import ScenarioError, ScenarioSpec, load_spec_file
 from nbhelpers.sources.bundle import write_bundle_files
+from nbhelpers.util.paths import data_dir
 
 DEFAULT_SCENARIO = "port-mismatch"
 

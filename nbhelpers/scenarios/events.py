@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from nbhelpers.kube import SERVING_CONTAINER
 from nbhelpers.scenarios.objects import QUEUE_IMAGE, KubeObject, custom_metric_error, unschedulable_message
 from nbhelpers.scenarios.state import (
     Plan,
@@ -22,7 +21,8 @@ from nbhelpers.scenarios.state import (
     rng_for,
     user_hpa_metric,
 )
-from nbhelpers.timeutil import format_time
+from nbhelpers.sources.kube import SERVING_CONTAINER
+from nbhelpers.util.times import format_time
 
 
 def _refused(probe: Any, ip: str, default_port: int) -> str:

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from nbhelpers import kube
-from nbhelpers.capture import bundle_files
 from nbhelpers.errors import ReadFailed
-from nbhelpers.evidence import Target, gather
+from nbhelpers.evidence.capture import bundle_files
+from nbhelpers.evidence.model import Target, gather
 from nbhelpers.metrics import catalog, openmetrics
 from nbhelpers.scenarios.answers import RawStore, answer
 from nbhelpers.scenarios.events import build_events
@@ -27,7 +26,7 @@ from nbhelpers.scenarios.objects import ObjectBuilder
 from nbhelpers.scenarios.spec import ScenarioSpec
 from nbhelpers.scenarios.state import Plan, custom_metrics_api_missing, plan, stale_hpa_target
 from nbhelpers.scenarios.traffic import Simulation, simulate
-from nbhelpers.sources import kinds
+from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import KubeObject, LogRequest, RangeResult, describe_get, describe_list, describe_logs
 from nbhelpers.sources.bundle import ObjectStore
 

@@ -25,7 +25,6 @@ from typing import Any
 
 import yaml
 
-from nbhelpers.kube import AUTOSCALER_CLASS_ANNOTATION, DEPLOYMENT_MODE_ANNOTATION, ISVC_LABEL, SERVING_CONTAINER
 from nbhelpers.scenarios.spec import NGINX_DEFAULT_TIMEOUT_SECONDS, GpuNode, ScenarioSpec
 from nbhelpers.scenarios.state import (
     Plan,
@@ -42,7 +41,13 @@ from nbhelpers.scenarios.state import (
     stale_hpa_target,
     user_hpa_metric,
 )
-from nbhelpers.timeutil import format_time
+from nbhelpers.sources.kube import (
+    AUTOSCALER_CLASS_ANNOTATION,
+    DEPLOYMENT_MODE_ANNOTATION,
+    ISVC_LABEL,
+    SERVING_CONTAINER,
+)
+from nbhelpers.util.times import format_time
 
 KubeObject = dict[str, Any]
 KNATIVE_SYSTEM = "knative-serving"

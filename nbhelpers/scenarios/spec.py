@@ -23,8 +23,8 @@ import yaml
 from kubernetes.utils.quantity import parse_quantity
 
 from nbhelpers.errors import RunbookError
-from nbhelpers.findings import CATALOG
-from nbhelpers.timeutil import Window, parse_time
+from nbhelpers.findings.model import CATALOG
+from nbhelpers.util.times import Window, parse_time
 
 SYMPTOMS = ("503", "504", "OOM", "HPA not scaling", "none")
 DEPLOYMENT_MODES = ("Serverless", "RawDeployment")

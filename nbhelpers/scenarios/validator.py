@@ -47,14 +47,14 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from nbhelpers import kube, quantities
 from nbhelpers.errors import BundleError
-from nbhelpers.evidence import event_interval
+from nbhelpers.evidence.model import event_interval
 from nbhelpers.scenarios.generator import RAW_METRICS_FILE
-from nbhelpers.sources import kinds
+from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import KubeObject, SeriesData, series_from_matrix
 from nbhelpers.sources.bundle import BundleCluster, BundleFiles, Manifest, read_manifest
-from nbhelpers.timeutil import Window, parse_k8s_time
+from nbhelpers.util import quantities
+from nbhelpers.util.times import Window, parse_k8s_time
 
 # Owner kinds a capture always reads in the target namespace: an owner of these kinds must be in the bundle.
 _CAPTURED_OWNER_KINDS = (

@@ -28,9 +28,8 @@ from typing import Any
 
 import yaml
 
-from nbhelpers import kube
 from nbhelpers.errors import BundleError, ReadFailed
-from nbhelpers.sources import kinds
+from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import (
     KubeObject,
     LogRequest,
@@ -41,7 +40,7 @@ from nbhelpers.sources.base import (
     describe_logs,
     series_from_matrix,
 )
-from nbhelpers.timeutil import Window, parse_time
+from nbhelpers.util.times import Window, parse_time
 
 BUNDLE_VERSION = 1
 # libyaml's parser is ~10x faster than the pure-Python one on large kubectl dumps.

@@ -14,9 +14,9 @@ from typing import Any
 import patchcheck
 from builders import evidence_from_objects, load_yaml
 
-from nbhelpers import kube
-from nbhelpers.evidence import Evidence
-from nbhelpers.findings import Finding, Severity
+from nbhelpers.evidence.model import Evidence
+from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.sources import kube
 
 KubeObject = dict[str, Any]
 NAMESPACE = "llm"

@@ -15,11 +15,11 @@ import yaml
 from builders import WINDOW
 from check_cases import apply_patch, codes, evidence_of, load_case, only, serious
 
-from nbhelpers import kube
 from nbhelpers.checks import cold_start
 from nbhelpers.errors import EvidenceMissing, StepSkipped
-from nbhelpers.findings import Finding, Severity
+from nbhelpers.findings.model import Finding, Severity
 from nbhelpers.metrics import catalog
+from nbhelpers.sources import kube
 
 ISVC_REF = "InferenceService.serving.kserve.io/llm/vllm-llm"
 REVISION_1 = "Revision.serving.knative.dev/llm/vllm-llm-predictor-00001"

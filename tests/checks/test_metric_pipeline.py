@@ -14,12 +14,12 @@ from promharness import PrometheusServer, prometheus_server  # noqa: F401  (the 
 
 from nbhelpers.checks import metric_pipeline
 from nbhelpers.errors import EvidenceMissing, StepSkipped
-from nbhelpers.evidence import Target, gather
-from nbhelpers.findings import Severity, rank_root_causes
+from nbhelpers.evidence.model import Target, gather
+from nbhelpers.findings.model import Severity, rank_root_causes
 from nbhelpers.metrics import catalog
 from nbhelpers.sources.cluster_live import LiveCluster
 from nbhelpers.sources.metrics_live import LiveMetrics
-from nbhelpers.timeutil import query_step_seconds
+from nbhelpers.util.times import query_step_seconds
 
 RAW = "checks/healthy/raw.yaml"
 CLUSTER = "checks/healthy/metric_pipeline_cluster.yaml"

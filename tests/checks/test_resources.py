@@ -12,9 +12,9 @@ import yaml
 from check_cases import apply_patch, evidence_of, json_merge_patch, load_case, only, rollout, serious
 from patchcheck import assert_valid_object
 
-from nbhelpers import vllm_args
 from nbhelpers.checks import resources
-from nbhelpers.findings import Finding, Severity
+from nbhelpers.facts import vllm_args
+from nbhelpers.findings.model import Finding, Severity
 
 ISVC_REF = "InferenceService.serving.kserve.io/llm/vllm-llm"
 RAW_POD = "Pod/llm/vllm-llm-predictor-6d5f8b7c9-q8w2e"
@@ -72,7 +72,7 @@ def _after_fix(objects: list[dict[str, Any]], finding: Finding) -> list[dict[str
 
 
 def _ref(obj: dict[str, Any]) -> str:
-    from nbhelpers import kube
+    from nbhelpers.sources import kube
 
     return kube.ref(obj)
 

@@ -12,10 +12,10 @@ from builders import CAPTURED_AT
 from check_cases import apply_patch, codes, evidence_of, load_case, only, serious
 from patchcheck import assert_valid_object
 
-from nbhelpers import kube
 from nbhelpers.checks import scale_target
-from nbhelpers.findings import Finding, Severity
+from nbhelpers.findings.model import Finding, Severity
 from nbhelpers.metrics import catalog
+from nbhelpers.sources import kube
 
 ISVC_REF = "InferenceService.serving.kserve.io/llm/vllm-llm"
 HPA_REF = "HorizontalPodAutoscaler/llm/vllm-llm-predictor"

@@ -17,11 +17,11 @@ import yaml
 from builders import CAPTURED_AT
 from check_cases import apply_patch, codes, evidence_of, json_merge_patch, load_case, only, serious
 
-from nbhelpers import timeout_chain as chain
 from nbhelpers.checks import timeouts
 from nbhelpers.errors import EvidenceMissing, StepSkipped
-from nbhelpers.evidence import SiteConfig
-from nbhelpers.findings import Severity
+from nbhelpers.evidence.model import SiteConfig
+from nbhelpers.facts import timeout_path as chain
+from nbhelpers.findings.model import Severity
 from nbhelpers.metrics import catalog
 
 ISVC_REF = "InferenceService.serving.kserve.io/llm/vllm-llm"

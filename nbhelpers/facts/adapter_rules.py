@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from nbhelpers import kube
+from nbhelpers.sources import kube
 
 CONFIG_KEY = "config.yaml"
 ADAPTER_LABEL = "app.kubernetes.io/name=prometheus-adapter"

@@ -32,14 +32,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-from nbhelpers import __version__, kube, report
+from nbhelpers import __version__
 from nbhelpers.errors import ReadFailed, RunbookError
-from nbhelpers.evidence import Target, require_isvc
-from nbhelpers.sources import kinds
+from nbhelpers.evidence.model import Target, require_isvc
+from nbhelpers.render import report
+from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import ClusterSource, KubeObject, LogRequest
 from nbhelpers.sources.kinds import Kind
-from nbhelpers.timeutil import Window, format_time, parse_duration
 from nbhelpers.triage import SharedSources, TriageParams, open_live_sources, run
+from nbhelpers.util.times import Window, format_time, parse_duration
 
 FLEET_SCHEMA_ID = "kserve-runbook/fleet/v1"
 SEVERITIES = ("critical", "warning", "info")
@@ -288,7 +289,7 @@ def triage_service(
 
 def _run_notebook(params: TriageParams, folder: Path, cluster: ClusterSource) -> dict[str, Any]:
     """The headless path of ``triage`` (papermill, nbconvert) into ``folder``; its findings.json document."""
-    from nbhelpers import headless
+    from nbhelpers.cli import headless
 
     require_isvc(cluster, Target(params.namespace, params.isvc))  # as triage's preflight: fail before a kernel starts
     folder.mkdir(parents=True, exist_ok=True)
@@ -385,7 +386,7 @@ def run_fleet(request: FleetRequest, clock: Callable[[], datetime] | None = None
 
 def _output_dir(request: FleetRequest, now: datetime) -> Path:
     """``--out``, or ``outputs/<UTC timestamp>-fleet-<namespace|all>/`` (DESIGN §4.2)."""
-    from nbhelpers import headless
+    from nbhelpers.cli import headless
 
     # headless names its folders <stamp>-<namespace>-<isvc>: here the two slots read "fleet" and the scope.
     scope = "all" if request.all_namespaces else request.triage.namespace

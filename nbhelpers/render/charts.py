@@ -30,13 +30,12 @@ from datetime import datetime, timezone
 import altair as alt
 import pandas as pd
 
-from nbhelpers import kube
-from nbhelpers.evidence import Evidence
-from nbhelpers.models.pod_phases import PodPhases
-from nbhelpers.report import counter_increases, finite, status_rates, sum_by_time, usable
-from nbhelpers.sources import kinds
+from nbhelpers.evidence.model import Evidence
+from nbhelpers.facts.pod_phases import PodPhases
+from nbhelpers.render.report import counter_increases, finite, status_rates, sum_by_time, usable
+from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import SeriesData
-from nbhelpers.timeutil import Window
+from nbhelpers.util.times import Window
 
 MAX_ROWS = 4000
 MAX_SERIES = 12

@@ -8,7 +8,7 @@ range) and the symptom, then press "Run all", or run one step at a time.
 
 Results land in Output areas: one for coverage, one per step (the notebook
 shows each in its step's section) and one for the root causes. They are
-rendered by the same helpers as a headless run (:mod:`nbhelpers.display`), with
+rendered by the same helpers as a headless run (:mod:`nbhelpers.notebook.display`), with
 interactive charts.
 
 Findings come only from :mod:`nbhelpers.triage`: "Run all" calls ``run()``;
@@ -37,13 +37,12 @@ from typing import Any
 
 from nbhelpers.checks import STEP_BY_ID, STEPS, check_for
 from nbhelpers.errors import ReadFailed, RunbookError
-from nbhelpers.evidence import Evidence
-from nbhelpers.findings import rank_root_causes
+from nbhelpers.evidence.model import Evidence
+from nbhelpers.findings.model import rank_root_causes
+from nbhelpers.findings.symptoms import SYMPTOMS, Symptom, reading_order, step_anchor, step_heading, symptom_for
 from nbhelpers.scenarios import DEFAULT_SCENARIO, ScenarioSpec, list_scenarios, scenario_bundle
 from nbhelpers.sources.base import ClusterSource
 from nbhelpers.sources.kinds import INFERENCE_SERVICE
-from nbhelpers.symptoms import SYMPTOMS, Symptom, reading_order, step_anchor, step_heading, symptom_for
-from nbhelpers.timeutil import Window, parse_duration, parse_time
 from nbhelpers.triage import (
     Progress,
     StepResult,
@@ -55,6 +54,7 @@ from nbhelpers.triage import (
     run,
     run_step,
 )
+from nbhelpers.util.times import Window, parse_duration, parse_time
 
 SOURCE_CLUSTER, SOURCE_SCENARIO, SOURCE_BUNDLE = "cluster", "scenario", "bundle"
 SOURCES = (("Live cluster", SOURCE_CLUSTER), ("Scenario library", SOURCE_SCENARIO), ("Evidence bundle", SOURCE_BUNDLE))
@@ -377,7 +377,7 @@ def interactive_charts() -> Iterator[None]:
     """Display helpers show interactive altair charts drawn by the panel's own vega-embed."""
     import altair as alt
 
-    from nbhelpers import display
+    from nbhelpers.notebook import display
 
     if OFFLINE_RENDERER not in alt.renderers.names():
         alt.renderers.register(OFFLINE_RENDERER, _render_offline)
@@ -774,7 +774,7 @@ class TriagePanel:
         try:
             result = self.session.run_all(self._params(), self._progress)
             if self.out_dir:
-                from nbhelpers.report import write_outputs
+                from nbhelpers.render.report import write_outputs
 
                 write_outputs(result, self.out_dir)
         except (RunbookError, OSError) as error:  # bad input, or out_dir not writable
@@ -807,7 +807,7 @@ class TriagePanel:
         return result
 
     def _render(self, result: TriageResult, step_ids: list[str]) -> None:
-        from nbhelpers import display
+        from nbhelpers.notebook import display
 
         self.result = result
         ran = {step.id: step for step in result.steps}

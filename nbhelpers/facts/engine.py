@@ -1,6 +1,6 @@
 """What the serving engine is and how many requests it runs at once, worked out once for every check.
 
-All functions are pure: they read the Evidence and the serving workload (:func:`nbhelpers.checks._common.
+All functions are pure: they read the Evidence and the serving workload (:func:`nbhelpers.facts.common.
 current_workload`) and answer None when the evidence does not tell; they never stand in a guess for an unknown.
 
 - :func:`serving_gpu`: the GPU as the engine sees it: the engine's own log line, else the node's NVIDIA
@@ -21,13 +21,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from nbhelpers import kube, vllm_args
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence import ContainerLog, Evidence
+from nbhelpers.evidence.model import ContainerLog, Evidence
+from nbhelpers.facts import vllm_args
 from nbhelpers.metrics import series
 from nbhelpers.models import gpus
 from nbhelpers.models.vllm_memory import GIB, Gpu, default_max_num_seqs, parse_version
-from nbhelpers.sources import kinds
+from nbhelpers.sources import kinds, kube
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB, set by NVIDIA GPU feature discovery
@@ -48,7 +48,7 @@ _IMAGE_VERSION = re.compile(r":v?(\d+\.\d+(?:\.\d+)?)")
 
 
 class ServingWorkload(Protocol):
-    """The pod spec that serves and its serving container (e.g. :class:`nbhelpers.checks._common.Workload`)."""
+    """The pod spec that serves and its serving container (e.g. :class:`nbhelpers.facts.common.Workload`)."""
 
     @property
     def pod_spec(self) -> Mapping[str, Any]: ...

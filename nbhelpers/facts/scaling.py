@@ -1,5 +1,5 @@
 """Facts the ``scale_target`` step weighs autoscalers against: which Deployments receive traffic, the
-pod's request ceiling and measured capacity (from :mod:`nbhelpers.engine_facts`), and cold starts read from
+pod's request ceiling and measured capacity (from :mod:`nbhelpers.facts.engine`), and cold starts read from
 pod status.
 
 Everything here is a pure function of the evidence.
@@ -12,12 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nbhelpers import engine_facts, kube, quantities
-from nbhelpers.checks import _common as common
-from nbhelpers.engine_facts import Valued
-from nbhelpers.evidence import Evidence
-from nbhelpers.sources import kinds
-from nbhelpers.timeutil import parse_k8s_time
+from nbhelpers.evidence.model import Evidence
+from nbhelpers.facts import common as common
+from nbhelpers.facts import engine
+from nbhelpers.facts.engine import Valued
+from nbhelpers.sources import kinds, kube
+from nbhelpers.util import quantities
+from nbhelpers.util.times import parse_k8s_time
 
 # A per-pod target sits below the pod's capacity so that the autoscaler adds a pod before the engine
 # saturates; 80 % also leaves room for the HPA's 10 % tolerance band.
@@ -109,9 +110,9 @@ class Capacity:
 
 
 def capacity(evidence: Evidence, workload: common.Workload) -> Capacity:
-    """The ceiling in effect, else the observed plateau (:func:`nbhelpers.engine_facts.max_num_seqs_or_plateau`),
+    """The ceiling in effect, else the observed plateau (:func:`nbhelpers.facts.engine.max_num_seqs_or_plateau`),
     and the measured capacity."""
-    return Capacity(engine_facts.max_num_seqs_or_plateau(evidence, workload), engine_facts.saturated_running(evidence))
+    return Capacity(engine.max_num_seqs_or_plateau(evidence, workload), engine.saturated_running(evidence))
 
 
 # --- cold starts ----------------------------------------------------------------------------------

@@ -16,11 +16,12 @@ from typing import Any
 
 import yaml
 
-from nbhelpers import kube, quantities, vllm_args
 from nbhelpers.errors import EvidenceMissing, StepSkipped
-from nbhelpers.evidence import Evidence
-from nbhelpers.findings import Patch
-from nbhelpers.sources import kinds
+from nbhelpers.evidence.model import Evidence
+from nbhelpers.facts import vllm_args
+from nbhelpers.findings.model import Patch
+from nbhelpers.sources import kinds, kube
+from nbhelpers.util import quantities
 
 KubeObject = dict[str, Any]
 

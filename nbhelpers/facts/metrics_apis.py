@@ -18,10 +18,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nbhelpers import adapter_rules, kube
-from nbhelpers.autoscalers import API_BY_SOURCE, API_SERVICE_NAMES, EXTERNAL_METRICS_API, RESOURCE_METRICS_API
-from nbhelpers.evidence import Evidence
-from nbhelpers.sources import kinds
+from nbhelpers.evidence.model import Evidence
+from nbhelpers.facts import adapter_rules
+from nbhelpers.facts.autoscalers import (
+    API_BY_SOURCE,
+    API_SERVICE_NAMES,
+    EXTERNAL_METRICS_API,
+    RESOURCE_METRICS_API,
+)
+from nbhelpers.sources import kinds, kube
 
 KubeObject = dict[str, Any]
 
@@ -102,7 +107,7 @@ class ApiState:
 
 
 def api_states(evidence: Evidence, apis: tuple[str, ...]) -> dict[str, ApiState]:
-    """The state of each of ``apis`` (names as in :data:`~nbhelpers.autoscalers.API_BY_SOURCE`)."""
+    """The state of each of ``apis`` (names as in :data:`~nbhelpers.facts.autoscalers.API_BY_SOURCE`)."""
     failure = evidence.failure(kinds.API_SERVICE.key)
     by_name = {kube.name(obj): obj for obj in evidence.of(kinds.API_SERVICE)}
     states = {}

@@ -21,7 +21,7 @@ import click
 import yaml
 
 from nbhelpers.errors import RunbookError
-from nbhelpers.timeutil import parse_duration
+from nbhelpers.util.times import parse_duration
 
 Series = dict[str, list[tuple[float, float]]]
 SERIES_HEADER = ("t", "metric", "value")
@@ -117,7 +117,7 @@ def emit(text: str, out: str) -> None:
     if not out:
         click.echo(text, nl=False)
         return
-    from nbhelpers.report import write_atomic  # deferred: the report stack is slow to import
+    from nbhelpers.render.report import write_atomic  # deferred: the report stack is slow to import
 
     target = Path(out)
     if target.is_dir():

@@ -5,7 +5,7 @@ then ``os.replace``), so a reader never sees half a report. ``findings.json``
 is validated against the shipped schema before anything is written.
 
 The metric helpers here (status-code rates, counter increases, the impact and
-the timeline) work on :class:`~nbhelpers.evidence.MetricData` only; charts.py
+the timeline) work on :class:`~nbhelpers.evidence.model.MetricData` only; charts.py
 reuses them so the numbers in summary.md and the charts agree.
 """
 
@@ -28,14 +28,13 @@ from typing import Any
 
 import jsonschema
 
-from nbhelpers import kube
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence import Evidence, MetricData, ReadRecord, event_interval
-from nbhelpers.findings import CATALOG, Finding, Severity
-from nbhelpers.sources import kinds
+from nbhelpers.evidence.model import Evidence, MetricData, ReadRecord, event_interval
+from nbhelpers.findings.model import CATALOG, Finding, Severity
+from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import SeriesData
-from nbhelpers.timeutil import Window
 from nbhelpers.triage import TriageResult
+from nbhelpers.util.times import Window
 
 EVENT_TTL_SECONDS = 3600
 MAX_TIMELINE_EVENTS = 60
@@ -553,7 +552,7 @@ def summary_markdown(result: TriageResult) -> str:
 
 # ------------------------------------------------------------------------------------------------ html
 
-# Display metadata that marks outputs report.html rearranges (nbhelpers.display sets it).
+# Display metadata that marks outputs report.html rearranges (nbhelpers.notebook.display sets it).
 ROLE_KEY = "kserve-runbook/role"
 HEADER_ROLE = "header"
 TARGET_KEY = "kserve-runbook/target"  # on the header: namespace/isvc, for the page's <title>

@@ -16,7 +16,7 @@ def data_dir(name: str) -> Path:
     installed = Path(str(resources.files("nbhelpers"))) / "_data" / name
     if installed.is_dir():
         return installed
-    checkout = Path(__file__).resolve().parents[1] / name
+    checkout = Path(str(resources.files("nbhelpers"))).parent / name
     if checkout.is_dir():
         return checkout
     raise FileNotFoundError(f"shipped folder {name!r} not found (looked in {installed} and {checkout})")

@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 import click
 
 from nbhelpers import __version__
+from nbhelpers.cli.whatif import whatif
 from nbhelpers.errors import RunbookError
-from nbhelpers.symptoms import SYMPTOM_BY_KEY
-from nbhelpers.whatif_cli import whatif
+from nbhelpers.findings.symptoms import SYMPTOM_BY_KEY
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -116,7 +116,7 @@ def _params(options: dict[str, Any]) -> Any:
 
 
 def _run_report(options: dict[str, Any], always_zero: bool = False) -> None:
-    from nbhelpers import headless
+    from nbhelpers.cli import headless
 
     params = _params(options)
     target = headless.preflight(params)
@@ -166,7 +166,7 @@ def triage(**options: Any) -> None:
 @FAIL_ON_PARTIAL
 def capture(**options: Any) -> None:
     """Write an evidence bundle (secrets redacted) to re-run the triage offline."""
-    from nbhelpers.capture import write_bundle
+    from nbhelpers.evidence.capture import write_bundle
     from nbhelpers.triage import collect
 
     destination = Path(options["out"])
@@ -192,7 +192,7 @@ def capture(**options: Any) -> None:
 @FAIL_ON_PARTIAL
 def fleet_command(**options: Any) -> None:
     """Triage every InferenceService of a namespace (or all): files per service, fleet.md worst first."""
-    from nbhelpers.fleet import FleetRequest, run_fleet
+    from nbhelpers.cli.fleet import FleetRequest, run_fleet
 
     show_progress = not options["quiet"] and sys.stderr.isatty()
     request = FleetRequest(
@@ -229,7 +229,7 @@ def webhook_command(**options: Any) -> None:
     """Alertmanager receiver: triage the InferenceService each firing alert names (findings.json, summary.md)."""
     import os
 
-    from nbhelpers.webhook import run_receiver, settings_from_options
+    from nbhelpers.cli.webhook import run_receiver, settings_from_options
 
     settings = settings_from_options(_params(options), options, os.environ)
     run_receiver(settings, None if options["quiet"] else lambda message: click.echo(message, err=True))
@@ -305,13 +305,13 @@ def _run_scenario(name: str, out: str, quiet: bool) -> None:
 @click.argument("code", required=False)
 def codes(code: str | None) -> None:
     """The finding-code reference: meaning, why, how to fix, evidence read, cause edges."""
-    from nbhelpers import code_reference
+    from nbhelpers.findings import reference
 
     if code:
-        click.echo(code_reference.reference_text(code))
+        click.echo(reference.reference_text(code))
         return
-    for entry in code_reference.all_references():
-        click.echo(code_reference.catalog_line(entry))
+    for entry in reference.all_references():
+        click.echo(reference.catalog_line(entry))
 
 
 @cli.command()
@@ -343,13 +343,13 @@ def kvcache(**options: Any) -> None:
     """vLLM's KV cache for a model on a GPU: tokens, concurrency at full context, whether it fits, flags."""
     import json
 
-    from nbhelpers.models import kvcache_cli
+    from nbhelpers.cli import kvcache
 
-    report = kvcache_cli.run(options)
+    report = kvcache.run(options)
     if options["as_json"]:
         click.echo(json.dumps(report.contract_json(), indent=2))
     else:
-        click.echo(kvcache_cli.render(report))
+        click.echo(kvcache.render(report))
 
 
 cli.add_command(whatif)

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from nbhelpers.facts.timeout_path import parse_duration
 from nbhelpers.models.load_time import nearest_rank
-from nbhelpers.timeout_chain import parse_duration
-from nbhelpers.timeutil import format_time, parse_k8s_time
+from nbhelpers.util.times import format_time, parse_k8s_time
 
 CREATED = "created"
 SCHEDULED = "scheduled"

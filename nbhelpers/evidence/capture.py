@@ -1,4 +1,4 @@
-"""Turn :class:`~nbhelpers.evidence.Evidence` into evidence bundle files (DESIGN §4.5).
+"""Turn :class:`~nbhelpers.evidence.model.Evidence` into evidence bundle files (DESIGN §4.5).
 
 The evidence is already redacted by ``gather()``; this module only lays it out.
 Output is deterministic for the same evidence and capture time, so generated
@@ -14,11 +14,12 @@ from typing import Any
 
 import yaml
 
-from nbhelpers import __version__, kube
-from nbhelpers.evidence import Evidence, MetricData
-from nbhelpers.redact import REDACTED
+from nbhelpers import __version__
+from nbhelpers.evidence.model import Evidence, MetricData
+from nbhelpers.sources import kube
 from nbhelpers.sources.bundle import BUNDLE_VERSION, write_bundle_files
-from nbhelpers.timeutil import format_time
+from nbhelpers.util.redaction import REDACTED
+from nbhelpers.util.times import format_time
 
 
 def _yaml_documents(objects: list[dict[str, Any]]) -> bytes:

@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from nbhelpers import kube
-from nbhelpers.checks import _common as common
 from nbhelpers.errors import RunbookError
+from nbhelpers.facts import common as common
+from nbhelpers.sources import kube
 from nbhelpers.whatif import CURRENT, PROPOSED, Overrides, WhatIfResult, patch_yaml, project
 
 COLOURS = {CURRENT: "#b91c1c", PROPOSED: "#1d4ed8", "demand": "#4b5563"}
@@ -30,7 +30,7 @@ def chart_frame(result: WhatIfResult) -> Any:
     """Long format for the chart: time, utc, series (current / proposed / demand), value, panel."""
     import pandas as pd
 
-    from nbhelpers.charts import limit_rows
+    from nbhelpers.render.charts import limit_rows
 
     wide = result.frame()
     parts = []
@@ -108,7 +108,7 @@ def _number_text(value: float) -> str:
 def totals_html(result: WhatIfResult) -> str:
     from html import escape
 
-    from nbhelpers.display import CELL_STYLE
+    from nbhelpers.notebook.display import CELL_STYLE
 
     totals = result.totals()
     labels = (
@@ -152,7 +152,7 @@ def totals_html(result: WhatIfResult) -> str:
 def facts_html(result: WhatIfResult) -> str:
     from html import escape
 
-    from nbhelpers.display import html_list
+    from nbhelpers.notebook.display import html_list
 
     inputs = result.inputs
     facts = [
@@ -170,7 +170,7 @@ def facts_html(result: WhatIfResult) -> str:
 def patches_html(result: WhatIfResult) -> str:
     from html import escape
 
-    from nbhelpers.display import pre_block
+    from nbhelpers.notebook.display import pre_block
 
     parts = []
     for change in result.patches:
@@ -191,7 +191,7 @@ def _value_text(value: Any) -> str:
 
 def show_whatif(result: WhatIfResult) -> None:
     """Totals, the chart, and the patches of the proposal as YAML with their kubectl commands."""
-    from nbhelpers.display import show_chart, show_html
+    from nbhelpers.notebook.display import show_chart, show_html
 
     show_html(totals_html(result) + facts_html(result))
     show_chart(whatif_chart(result))

@@ -38,14 +38,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from nbhelpers import report
+from nbhelpers.cli.headless import output_dir
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence import Target
-from nbhelpers.findings import Severity
-from nbhelpers.headless import output_dir
-from nbhelpers.redact import redact_text
-from nbhelpers.timeutil import MAX_WINDOW, format_time, parse_duration
+from nbhelpers.evidence.model import Target
+from nbhelpers.findings.model import Severity
+from nbhelpers.render import report
 from nbhelpers.triage import TriageParams, open_live_sources, run
+from nbhelpers.util.redaction import redact_text
+from nbhelpers.util.times import MAX_WINDOW, format_time, parse_duration
 
 MAX_BODY_BYTES = 1 << 20
 MAX_QUEUED = 32  # distinct services waiting for the worker; more are refused until it catches up

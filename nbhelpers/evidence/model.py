@@ -20,11 +20,9 @@ from functools import cached_property, partial
 from types import MappingProxyType
 from typing import TypeVar
 
-from nbhelpers import kube
 from nbhelpers.errors import ReadFailed, RunbookError
 from nbhelpers.metrics import catalog
-from nbhelpers.redact import redact_objects, redact_text
-from nbhelpers.sources import kinds
+from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import (
     ClusterSource,
     KubeObject,
@@ -35,7 +33,8 @@ from nbhelpers.sources.base import (
     describe_list,
     describe_logs,
 )
-from nbhelpers.timeutil import Window, parse_k8s_time, query_step_seconds
+from nbhelpers.util.redaction import redact_objects, redact_text
+from nbhelpers.util.times import Window, parse_k8s_time, query_step_seconds
 
 MAX_LOG_PODS = 3
 T = TypeVar("T")

@@ -3,7 +3,7 @@
 The notebook's first code cell calls :func:`start_triage` once with every
 parameter. Headless it runs the triage there (``run()``, once) and returns the
 :class:`~nbhelpers.triage.TriageResult`; in interactive mode it shows the
-widget panel (:mod:`nbhelpers.widgets`) and returns it. Every later cell calls
+widget panel (:mod:`nbhelpers.notebook.widgets`) and returns it. Every later cell calls
 one ``show_*`` helper of this module, which displays the part of a result, or
 the panel's output area for that part.
 
@@ -32,15 +32,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from nbhelpers import display
+from nbhelpers.cli.headless import ERROR_FILE_ENV, PROGRESS_FILE_ENV
 from nbhelpers.errors import RunbookError
-from nbhelpers.headless import ERROR_FILE_ENV, PROGRESS_FILE_ENV
-from nbhelpers.report import write_atomic, write_outputs
-from nbhelpers.symptoms import reading_order_html, symptom_for
+from nbhelpers.findings.symptoms import reading_order_html, symptom_for
+from nbhelpers.notebook import display
+from nbhelpers.render.report import write_atomic, write_outputs
 from nbhelpers.triage import Progress, TriageParams, TriageResult, run
 
 if TYPE_CHECKING:
-    from nbhelpers.widgets import TriagePanel
+    from nbhelpers.notebook.widgets import TriagePanel
 
 Triage: TypeAlias = "TriageResult | TriagePanel"
 # Set by jupyter_server in the environment of kernels it starts for a notebook session; papermill does not set it.
@@ -170,7 +170,7 @@ def triage_headless(params: TriageParams, out_dir: str = "") -> TriageResult:
 
 def open_panel(params: TriageParams, symptom: str, out_dir: str) -> TriagePanel:
     """Display the widget panel; run it once when the parameters name a target."""
-    from nbhelpers.widgets import TriagePanel, has_target
+    from nbhelpers.notebook.widgets import TriagePanel, has_target
 
     panel = TriagePanel(params, symptom_for(symptom), out_dir)
     _show(panel.widget)

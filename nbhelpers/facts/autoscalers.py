@@ -20,9 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbhelpers import kube
-from nbhelpers.evidence import Evidence
-from nbhelpers.sources import kinds
+from nbhelpers.evidence.model import Evidence
+from nbhelpers.sources import kinds, kube
 
 KubeObject = dict[str, Any]
 

@@ -20,7 +20,7 @@ Links: each finding's code links to its entry in the code reference
 anchors are on the same page, so they work offline.
 
 Outputs that report.html rearranges carry :data:`ROLE_KEY` in their display
-metadata (see :func:`nbhelpers.report.render_html`).
+metadata (see :func:`nbhelpers.render.report.render_html`).
 
 Charts: when :data:`STATIC` is true (headless papermill runs, i.e. the
 notebook parameter ``interactive`` is False) they are shown as SVG rendered by
@@ -37,12 +37,13 @@ from datetime import datetime, timedelta, tzinfo
 from html import escape
 from typing import Any
 
-from nbhelpers import __version__, report
+from nbhelpers import __version__
 from nbhelpers.checks import STEP_BY_ID
-from nbhelpers.code_reference import anchor, reference_html
-from nbhelpers.findings import CATALOG, Finding, Severity
-from nbhelpers.timeutil import Window
+from nbhelpers.findings.model import CATALOG, Finding, Severity
+from nbhelpers.findings.reference import anchor, reference_html
+from nbhelpers.render import report
 from nbhelpers.triage import StepResult, TriageResult
+from nbhelpers.util.times import Window
 
 STATIC = True
 ROLE_KEY = report.ROLE_KEY
@@ -100,7 +101,7 @@ def show_chart(chart: Any) -> None:
     if STATIC:
         from IPython.display import SVG
 
-        from nbhelpers.charts import to_svg
+        from nbhelpers.render.charts import to_svg
 
         _display(SVG(to_svg(chart)))  # type: ignore[no-untyped-call]
     else:
@@ -331,7 +332,7 @@ def show_coverage(result: TriageResult) -> None:
         + (", the incident shaded" if result.incident is not None else "")
         + ".</div>"
     )
-    from nbhelpers.charts import incident_timeline
+    from nbhelpers.render.charts import incident_timeline
 
     show_chart(incident_timeline(result.evidence, result.incident, interactive=not STATIC))
 
@@ -473,7 +474,7 @@ def show_step(result: TriageResult, step_id: str) -> None:
     status = result.step(step_id).status
     if status not in ("ok", "findings"):
         return
-    from nbhelpers.charts import TIMELINE_PANELS, step_charts
+    from nbhelpers.render.charts import TIMELINE_PANELS, step_charts
 
     seen = TIMELINE_PANELS if status == "ok" else ()
     for chart in step_charts(result.evidence, step_id, result.incident, interactive=not STATIC, skip=seen):

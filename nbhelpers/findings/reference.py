@@ -1,10 +1,10 @@
 """The finding-code reference, generated from the code catalog so it cannot drift (DESIGN §4.4).
 
-For every code in :data:`nbhelpers.findings.CATALOG`: what it means and why it
+For every code in :data:`nbhelpers.findings.model.CATALOG`: what it means and why it
 causes the symptom (the catalog's ``meaning`` and ``reference``), how to fix
 it and what evidence the check reads (:data:`GUIDES`, kept here beside the
 renderers; a test asserts it covers exactly the catalog's codes), and the
-cause edges in both directions (:data:`nbhelpers.findings.CAUSE_EDGES`).
+cause edges in both directions (:data:`nbhelpers.findings.model.CAUSE_EDGES`).
 
 Two renderings: plain text for ``kserve-runbook codes [CODE]`` and an HTML
 appendix for report.html whose anchors (``#code-<CODE>``) each finding links
@@ -19,7 +19,7 @@ from html import escape
 
 from nbhelpers.checks import STEP_BY_ID
 from nbhelpers.errors import RunbookError
-from nbhelpers.findings import CATALOG, CAUSE_EDGES, Severity
+from nbhelpers.findings.model import CATALOG, CAUSE_EDGES, Severity
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence import Target, require_isvc
-from nbhelpers.resources import runbook_path
-from nbhelpers.timeutil import parse_duration
+from nbhelpers.evidence.model import Target, require_isvc
 from nbhelpers.triage import TriageParams, incident_window, opened_sources
+from nbhelpers.util.paths import runbook_path
+from nbhelpers.util.times import parse_duration
 
 # The CLI and the notebook kernel talk through files named by these variables (see nbhelpers.notebook).
 PROGRESS_FILE_ENV = "KSERVE_RUNBOOK_PROGRESS_FILE"
@@ -202,7 +202,7 @@ def execute(
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    from nbhelpers.report import render_html
+    from nbhelpers.render.report import render_html
 
     deadline = parse_duration(params.deadline).total_seconds() if params.deadline else None
     with tempfile.TemporaryDirectory(prefix="kserve-runbook-") as scratch:
