@@ -25,8 +25,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from nbhelpers.checks import STEP_IDS
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.findings.model import CATALOG, STEP_ORDER, Severity, reachable
+from nbhelpers.findings.model import CATALOG, Severity, reachable
 from nbhelpers.findings.symptoms import SYMPTOMS
 from nbhelpers.render import report
 from nbhelpers.scenarios import ScenarioSpec, list_scenarios, load_spec, scenario_bundle
@@ -129,7 +130,7 @@ def _distractor_pool(symptom: str, excluded: set[str], answers: Sequence[str]) -
         and code not in excluded
         and not any(too_close(code, answer) for answer in answers)
     )
-    family_steps = SYMPTOM_STEPS.get(symptom, STEP_ORDER)
+    family_steps = SYMPTOM_STEPS.get(symptom, STEP_IDS)
     family = [code for code in usable if CATALOG[code].step in family_steps]
     others = [code for code in usable if code not in family]
     return family, others

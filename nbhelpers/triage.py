@@ -15,10 +15,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from nbhelpers import __version__
-from nbhelpers.checks import STEPS, CheckFunction, StepInfo, check_for
+from nbhelpers.checks import STEP_IDS, STEPS, check_for
 from nbhelpers.errors import BundleError, EvidenceMissing, RunbookError, StepSkipped
 from nbhelpers.evidence.model import Evidence, SiteConfig, Target, gather
 from nbhelpers.findings.model import Finding, Severity, apply_ignores, rank_root_causes
+from nbhelpers.findings.steps import CheckFunction, StepInfo
 from nbhelpers.sources import kube
 from nbhelpers.sources.base import ClusterSource, MetricsSource
 from nbhelpers.util.times import Window, format_time, parse_duration, parse_time, resolve_window
@@ -121,19 +122,17 @@ class TriageResult:
 
 def run_step(
     step: StepInfo,
-    check: CheckFunction | None,
+    check: CheckFunction,
     evidence: Evidence,
     progress: Progress | None = None,
     ignored: dict[str, str] | None = None,
 ) -> StepResult:
-    """Run one check (``None``: not implemented yet): owns timing, error capture, ignores and progress."""
+    """Run one check: owns timing, error capture, ignores and progress."""
     notify = progress or (lambda _event, _message: None)
     notify("step-start", step.id)
     began = time.monotonic()
     findings: list[Finding] = []
     try:
-        if check is None:
-            raise StepSkipped("not implemented yet")
         findings = apply_ignores(check(evidence), ignored or {})
     except StepSkipped as skipped:
         status, reason = "skipped", skipped.reason
@@ -371,7 +370,7 @@ def run(
         evidence=evidence,
         steps=tuple(steps),
         findings=tuple(findings),
-        root_causes=tuple(rank_root_causes(findings)),
+        root_causes=tuple(rank_root_causes(findings, STEP_IDS)),
         generated_at=now(),
         incident=incident,
         deadline_hit=deadline_hit,

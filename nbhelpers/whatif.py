@@ -35,8 +35,7 @@ from nbhelpers.checks import cold_start as cold_start_step
 from nbhelpers.checks import timeouts as timeouts_step
 from nbhelpers.errors import EvidenceMissing, RunbookError, StepSkipped
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import common as common
-from nbhelpers.facts import engine
+from nbhelpers.facts import common, engine
 from nbhelpers.facts import scaling as scale_facts
 from nbhelpers.facts.autoscalers import HPA, POD_AUTOSCALER, Autoscaler, resolve
 from nbhelpers.facts.timeout_path import parse_duration

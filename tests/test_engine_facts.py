@@ -9,8 +9,7 @@ import pytest
 from builders import CAPTURED_AT, evidence_from_objects
 
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import common as common
-from nbhelpers.facts import engine
+from nbhelpers.facts import common, engine
 from nbhelpers.metrics import catalog
 from nbhelpers.models.gpus import CUDA_RESERVED_GIB, GIB, MIB
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from nbhelpers.checks import STEP_IDS
 from nbhelpers.findings.model import (
     CATALOG,
     CAUSE_EDGES,
-    STEP_ORDER,
     Finding,
     Severity,
     apply_ignores,
@@ -90,7 +90,7 @@ def test_catalog_holds_every_design_code_with_its_step_and_severity() -> None:
 
 def test_every_code_has_reference_text_and_edges_entry() -> None:
     for code, info in CATALOG.items():
-        assert info.step in STEP_ORDER
+        assert info.step in STEP_IDS
         assert len(info.reference) > 40, code
         assert code in CAUSE_EDGES
 
@@ -103,7 +103,7 @@ def test_design_edges_present(cause: str, effect: str) -> None:
 def test_paths_through_absent_codes_count() -> None:
     # GPU_OOM -> PROBE_* -> ENDPOINTS_NONE_READY -> ISVC_NOT_READY
     assert "ISVC_NOT_READY" in reachable("VLLM_MEMORY_UTILIZATION_RISKY")
-    assert rank_root_causes([_finding("ISVC_NOT_READY"), _finding("VLLM_MEMORY_UTILIZATION_RISKY")]) == [
+    assert rank_root_causes([_finding("ISVC_NOT_READY"), _finding("VLLM_MEMORY_UTILIZATION_RISKY")], STEP_IDS) == [
         "VLLM_MEMORY_UTILIZATION_RISKY",
         "ISVC_NOT_READY",
     ]
@@ -122,7 +122,7 @@ def test_ranking_cause_before_effect_then_severity_then_step_then_name() -> None
         _finding("HPA_TARGET_NOT_FOUND"),  # critical, scale_target: after the critical endpoints codes
         _finding("PORT_MISMATCH"),  # duplicates collapse
     ]
-    assert rank_root_causes(findings) == [
+    assert rank_root_causes(findings, STEP_IDS) == [
         "PORT_MISMATCH",
         "ENDPOINTS_NONE_READY",
         "ISVC_NOT_READY",
@@ -133,11 +133,11 @@ def test_ranking_cause_before_effect_then_severity_then_step_then_name() -> None
 
 def test_warning_cause_still_precedes_its_critical_effect() -> None:
     findings = [_finding("GPU_OOM"), _finding("VLLM_MEMORY_UTILIZATION_RISKY")]
-    assert rank_root_causes(findings) == ["VLLM_MEMORY_UTILIZATION_RISKY", "GPU_OOM"]
+    assert rank_root_causes(findings, STEP_IDS) == ["VLLM_MEMORY_UTILIZATION_RISKY", "GPU_OOM"]
 
 
 def test_info_findings_are_not_root_causes() -> None:
-    assert rank_root_causes([_finding("PORT_MISMATCH", Severity.INFO)]) == []
+    assert rank_root_causes([_finding("PORT_MISMATCH", Severity.INFO)], STEP_IDS) == []
 
 
 def test_ignores_turn_findings_into_info_and_say_who() -> None:

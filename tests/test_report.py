@@ -13,7 +13,7 @@ import pytest
 from builders import CAPTURED_AT, WINDOW, bundle_files, evidence_from_objects
 
 from nbhelpers import __version__
-from nbhelpers.checks import STEPS
+from nbhelpers.checks import STEP_IDS, STEPS
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.findings.model import Finding, Patch, rank_root_causes
@@ -148,7 +148,7 @@ def build_result(evidence: Evidence, findings: list[Finding], incident: Window |
         evidence=evidence,
         steps=tuple(steps),
         findings=tuple(findings),
-        root_causes=tuple(rank_root_causes(findings)),
+        root_causes=tuple(rank_root_causes(findings, STEP_IDS)),
         generated_at=CAPTURED_AT + timedelta(minutes=5),
         incident=incident,
     )

@@ -17,6 +17,7 @@ import pytest
 import yaml
 from promharness import free_port, require_prometheus_binaries
 
+from nbhelpers.checks import STEP_IDS
 from nbhelpers.evidence.model import Evidence, Target, gather
 from nbhelpers.findings.model import Finding, rank_root_causes
 from nbhelpers.metrics import catalog
@@ -111,7 +112,7 @@ def test_shipped_scenarios_are_listed_with_the_default_first_class() -> None:
 def test_expected_root_causes_follow_the_ranking_rules() -> None:
     for spec in list_scenarios():
         shuffled = sorted(spec.expected_root_causes, reverse=True)
-        ranked = rank_root_causes(Finding(code, "t", "s") for code in shuffled)
+        ranked = rank_root_causes((Finding(code, "t", "s") for code in shuffled), STEP_IDS)
         assert tuple(ranked) == spec.expected_root_causes, spec.name
 
 

@@ -26,9 +26,25 @@ def evidence() -> Evidence:
     return evidence_from_objects([ISVC], "llm", "x")
 
 
-def test_not_implemented_step_is_skipped_with_that_reason(evidence: Evidence) -> None:
-    result = run_step(STEP_BY_ID["timeouts"], None, evidence)
-    assert (result.status, result.reason, result.findings) == ("skipped", "not implemented yet", ())
+def test_every_step_is_a_check_module_that_registers_itself() -> None:
+    from nbhelpers.checks import CHECKS, STEP_IDS, check_for
+
+    assert STEP_IDS == (
+        "endpoints",
+        "probes",
+        "ports",
+        "resources",
+        "cold_start",
+        "metric_pipeline",
+        "scale_target",
+        "queue_vs_oom",
+        "timeouts",
+    )
+    for module in CHECKS:
+        assert module.__name__ == f"nbhelpers.checks.{module.STEP.id}"
+        assert check_for(module.STEP.id) is module.run
+    with pytest.raises(KeyError):
+        check_for("not-a-step")
 
 
 def test_step_statuses_from_what_the_check_does(evidence: Evidence) -> None:
@@ -60,7 +76,11 @@ def test_step_statuses_from_what_the_check_does(evidence: Evidence) -> None:
 
 def test_progress_reports_each_step(evidence: Evidence) -> None:
     events: list[tuple[str, str]] = []
-    run_step(STEP_BY_ID["probes"], None, evidence, progress=lambda event, message: events.append((event, message)))
+
+    def skipped(_evidence: Evidence) -> list[Finding]:
+        raise StepSkipped("out of scope")
+
+    run_step(STEP_BY_ID["probes"], skipped, evidence, progress=lambda event, message: events.append((event, message)))
     assert events[0] == ("step-start", "probes")
     assert events[1][0] == "step-end" and events[1][1].startswith("probes skipped")
 

@@ -54,19 +54,23 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from nbhelpers.checks import STEP_BY_ID, timeouts
+from nbhelpers.checks import timeouts
 from nbhelpers.errors import StepSkipped
 from nbhelpers.evidence.model import Evidence, MetricData
-from nbhelpers.facts import common as common
-from nbhelpers.facts import pod_phases, vllm_args
+from nbhelpers.facts import common, pod_phases, vllm_args
 from nbhelpers.facts import timeout_path as chain
 from nbhelpers.facts.pod_phases import Distribution, PodPhases, Valley
 from nbhelpers.findings.model import Finding, Patch, Severity
+from nbhelpers.findings.steps import StepInfo
 from nbhelpers.models import load_time
 from nbhelpers.sources import kinds, kube
 from nbhelpers.util.times import format_time
 
-STEP = STEP_BY_ID["cold_start"]
+STEP = StepInfo(
+    "cold_start",
+    "Cold start",
+    "Is scale-to-zero or a slow cold start behind the errors?",
+)
 
 MIN_SCALE = ("autoscaling.knative.dev/min-scale", "autoscaling.knative.dev/minScale")
 MAX_SCALE = ("autoscaling.knative.dev/max-scale", "autoscaling.knative.dev/maxScale")

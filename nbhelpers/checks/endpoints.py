@@ -25,15 +25,19 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlparse
 
-from nbhelpers.checks import STEP_BY_ID
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import common as common
+from nbhelpers.facts import common
 from nbhelpers.findings.model import Finding
+from nbhelpers.findings.steps import StepInfo
 from nbhelpers.sources import kinds, kube
 from nbhelpers.util.times import parse_duration, parse_k8s_time
 
-STEP = STEP_BY_ID["endpoints"]
+STEP = StepInfo(
+    "endpoints",
+    "Endpoints and routing",
+    "Does the serving path have ready endpoints, and does the routing layer match the deployment mode?",
+)
 ISVC_CONDITIONS = ("Ready", "PredictorReady", "IngressReady")
 MIN_SCALE_ANNOTATIONS = ("autoscaling.knative.dev/min-scale", "autoscaling.knative.dev/minScale")
 PROGRESS_DEADLINE_ANNOTATION = "serving.knative.dev/progress-deadline"

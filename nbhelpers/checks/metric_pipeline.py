@@ -27,18 +27,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbhelpers.checks import STEP_BY_ID
 from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.evidence.model import Evidence, event_interval
-from nbhelpers.facts import adapter_rules, autoscalers, metrics_apis
-from nbhelpers.facts import common as common
+from nbhelpers.facts import adapter_rules, autoscalers, common, metrics_apis
 from nbhelpers.facts.autoscalers import Autoscaler, Metric
 from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.steps import StepInfo
 from nbhelpers.metrics import catalog
 from nbhelpers.sources import kinds, kube
 from nbhelpers.util.times import format_time
 
-STEP = STEP_BY_ID["metric_pipeline"]
+STEP = StepInfo(
+    "metric_pipeline",
+    "Metric pipeline",
+    "Can the autoscaler read its metric at all?",
+)
 
 # ScalingActive=False reasons (and HPA event reasons) that mean the metric could not be read.
 FETCH_REASONS = frozenset(

@@ -20,14 +20,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nbhelpers.checks import STEP_BY_ID
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import common as common
-from nbhelpers.facts import vllm_args
+from nbhelpers.facts import common, vllm_args
 from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.steps import StepInfo
 from nbhelpers.sources import kinds, kube
 
-STEP = STEP_BY_ID["ports"]
+STEP = StepInfo(
+    "ports",
+    "Ports",
+    "Do the listening port, containerPort, Service targetPort and probe ports agree?",
+)
 PROBE_KINDS = ("readinessProbe", "livenessProbe", "startupProbe")
 PROBE_HANDLERS = ("httpGet", "tcpSocket", "grpc")
 

@@ -34,18 +34,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from nbhelpers.checks import STEP_BY_ID
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Evidence, event_interval
-from nbhelpers.facts import common as common
-from nbhelpers.facts import vllm_args
+from nbhelpers.facts import common, vllm_args
 from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.steps import StepInfo
 from nbhelpers.models import load_time
 from nbhelpers.models.load_time import LIVENESS, PROBE_KINDS, READINESS, STARTUP, LoadAttempt, ProbeBudget
 from nbhelpers.sources import kinds, kube
 from nbhelpers.util.times import format_time, parse_duration, parse_k8s_time
 
-STEP = STEP_BY_ID["probes"]
+STEP = StepInfo(
+    "probes",
+    "Probes",
+    "Do the probes fit the model's load time, and do they test the engine?",
+)
 HANDLERS = ("httpGet", "tcpSocket", "grpc", "exec")
 PROGRESS_DEADLINE_ANNOTATION = "serving.knative.dev/progress-deadline"
 KNATIVE_PROGRESS_DEADLINE_SECONDS = 600

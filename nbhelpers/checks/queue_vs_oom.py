@@ -37,14 +37,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
-from nbhelpers.checks import STEP_BY_ID
 from nbhelpers.errors import RunbookError, StepSkipped
 from nbhelpers.evidence.model import ContainerLog, Evidence
-from nbhelpers.facts import common as common
-from nbhelpers.facts import engine, vllm_args
+from nbhelpers.facts import common, engine, vllm_args
 from nbhelpers.facts.engine import Valued
 from nbhelpers.facts.vllm_log import EngineMemoryFacts, parse_engine_log
 from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.steps import StepInfo
 from nbhelpers.metrics import series
 from nbhelpers.models import regime
 from nbhelpers.models.model_table import ModelArchitecture, lookup_model
@@ -61,7 +60,11 @@ from nbhelpers.models.vllm_memory import (
 )
 from nbhelpers.sources import kube
 
-STEP = STEP_BY_ID["queue_vs_oom"]
+STEP = StepInfo(
+    "queue_vs_oom",
+    "Queue vs OOM",
+    "Is it queueing, KV-cache pressure or GPU OOM, and do the flags fit?",
+)
 
 UTIL_FLAG = "--gpu-memory-utilization"
 SEQS_FLAG = engine.SEQS_FLAG

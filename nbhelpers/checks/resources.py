@@ -27,16 +27,19 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from nbhelpers.checks import STEP_BY_ID
 from nbhelpers.evidence.model import Evidence, event_interval
-from nbhelpers.facts import common as common
-from nbhelpers.facts import engine, vllm_args
+from nbhelpers.facts import common, engine, vllm_args
 from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.steps import StepInfo
 from nbhelpers.sources import kinds, kube
 from nbhelpers.util import quantities
 from nbhelpers.util.times import parse_k8s_time
 
-STEP = STEP_BY_ID["resources"]
+STEP = StepInfo(
+    "resources",
+    "Resources",
+    "Are requests and limits sane, GPUs schedulable and visible, memory enough?",
+)
 
 SHM_PATH = "/dev/shm"
 SHM_VOLUME = "dshm"

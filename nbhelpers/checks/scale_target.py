@@ -37,11 +37,9 @@ from typing import Any
 
 import yaml
 
-from nbhelpers.checks import STEP_BY_ID
 from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import autoscalers, vllm_args
-from nbhelpers.facts import common as common
+from nbhelpers.facts import autoscalers, common, vllm_args
 from nbhelpers.facts import scaling as facts
 from nbhelpers.facts.autoscalers import (
     HPA_DEFAULT_SCALE_UP,
@@ -51,10 +49,15 @@ from nbhelpers.facts.autoscalers import (
     Autoscaler,
 )
 from nbhelpers.findings.model import Finding, Patch
+from nbhelpers.findings.steps import StepInfo
 from nbhelpers.metrics import series
 from nbhelpers.sources import kinds, kube
 
-STEP = STEP_BY_ID["scale_target"]
+STEP = StepInfo(
+    "scale_target",
+    "Scale target",
+    "Does the autoscaler scale the workload that serves traffic, on a signal that fits an LLM?",
+)
 
 DEFAULT_CLASS = "hpa"
 KSERVE_HPA_CLASSES = frozenset({"hpa", "external", "none"})

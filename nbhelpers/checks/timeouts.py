@@ -28,17 +28,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbhelpers.checks import STEP_BY_ID
 from nbhelpers.checks.endpoints import host_matches
 from nbhelpers.errors import EvidenceMissing
 from nbhelpers.evidence.model import Evidence, MetricData
-from nbhelpers.facts import common as common
+from nbhelpers.facts import common
 from nbhelpers.facts import timeout_path as chain
 from nbhelpers.facts.timeout_path import Layer
 from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.steps import StepInfo
 from nbhelpers.sources import kinds, kube
 
-STEP = STEP_BY_ID["timeouts"]
+STEP = StepInfo(
+    "timeouts",
+    "Timeouts",
+    "Are timeouts aligned from the client to the server, against observed latency?",
+)
 
 CLIENT_TIMEOUT_ANNOTATION = "kserve-runbook/client-timeout"
 INGRESS_CLASS_ANNOTATION = "kubernetes.io/ingress.class"

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import common as common
-from nbhelpers.facts import engine
+from nbhelpers.facts import common, engine
 from nbhelpers.facts.engine import Valued
 from nbhelpers.sources import kinds, kube
 from nbhelpers.util import quantities

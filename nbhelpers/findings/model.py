@@ -25,19 +25,6 @@ class Severity(str, enum.Enum):
         return {"critical": 0, "warning": 1, "info": 2}[self.value]
 
 
-STEP_ORDER: tuple[str, ...] = (
-    "endpoints",
-    "probes",
-    "ports",
-    "resources",
-    "cold_start",
-    "metric_pipeline",
-    "scale_target",
-    "queue_vs_oom",
-    "timeouts",
-)
-
-
 @dataclass(frozen=True)
 class CodeInfo:
     code: str
@@ -517,8 +504,12 @@ def apply_ignores(findings: Sequence[Finding], ignored: dict[str, str]) -> list[
     return result
 
 
-def rank_root_causes(findings: Iterable[Finding]) -> list[str]:
-    """Order the distinct critical/warning codes as DESIGN §4.3 'Ranking' says."""
+def rank_root_causes(findings: Iterable[Finding], step_order: Sequence[str]) -> list[str]:
+    """Order the distinct critical/warning codes as DESIGN §4.3 'Ranking' says.
+
+    A code that explains another comes first; ties go by severity, then by ``step_order`` (the
+    order of the checks), then by name.
+    """
     best: dict[str, Severity] = {}
     for finding in findings:
         if finding.level is Severity.INFO:
@@ -529,7 +520,7 @@ def rank_root_causes(findings: Iterable[Finding]) -> list[str]:
     present = set(best)
 
     def tie_key(code: str) -> tuple[int, int, str]:
-        return (best[code].rank, STEP_ORDER.index(CATALOG[code].step), code)
+        return (best[code].rank, step_order.index(CATALOG[code].step), code)
 
     explains = {code: reachable(code) & present for code in present}
     ordered: list[str] = []

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from nbhelpers.errors import RunbookError
-from nbhelpers.facts import common as common
+from nbhelpers.facts import common
 from nbhelpers.sources import kube
 from nbhelpers.whatif import CURRENT, PROPOSED, Overrides, WhatIfResult, patch_yaml, project
 

@@ -35,7 +35,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from nbhelpers.checks import STEP_BY_ID, STEPS, check_for
+from nbhelpers.checks import STEP_BY_ID, STEP_IDS, STEPS, check_for
 from nbhelpers.errors import ReadFailed, RunbookError
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.findings.model import rank_root_causes
@@ -318,7 +318,7 @@ class TriageSession:
             evidence=evidence,
             steps=steps,
             findings=findings,
-            root_causes=tuple(rank_root_causes(findings)),
+            root_causes=tuple(rank_root_causes(findings, STEP_IDS)),
             generated_at=datetime.now(timezone.utc),
             incident=self._incident,
         )

@@ -12,7 +12,7 @@ from check_cases import apply_patch, codes, evidence_of, load_case, only, seriou
 from fakeapi import crds_for_every_kind_read
 from promharness import PrometheusServer, prometheus_server  # noqa: F401  (the session fixture)
 
-from nbhelpers.checks import metric_pipeline
+from nbhelpers.checks import STEP_IDS, metric_pipeline
 from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.evidence.model import Target, gather
 from nbhelpers.findings.model import Severity, rank_root_causes
@@ -119,7 +119,7 @@ def test_pods_metric_without_custom_metrics_api() -> None:
     assert "FailedGetPodsMetric x240 (2026-01-15T11:00:10Z – 2026-01-15T11:59:55Z)" in fetch.evidence[1]
     assert "custom.metrics.k8s.io itself is down (HPA_METRICS_API_UNAVAILABLE)" in fetch.summary
     # The missing API is ranked before the failure it explains.
-    assert rank_root_causes(findings) == ["HPA_METRICS_API_UNAVAILABLE", "HPA_METRIC_FETCH_FAILED"]
+    assert rank_root_causes(findings, STEP_IDS) == ["HPA_METRICS_API_UNAVAILABLE", "HPA_METRIC_FETCH_FAILED"]
 
 
 def test_apiservice_failed_discovery_check_is_quoted_with_its_backing_service() -> None:
@@ -269,7 +269,7 @@ def test_vllm_series_without_pod_label_leave_the_adapter_nothing() -> None:
         'pod=~"vllm-llm-predictor-.+"})'
     ) in missing.evidence
     assert missing.patch is None
-    assert rank_root_causes(findings) == ["HPA_METRIC_SERIES_MISSING", "HPA_METRIC_FETCH_FAILED"]
+    assert rank_root_causes(findings, STEP_IDS) == ["HPA_METRIC_SERIES_MISSING", "HPA_METRIC_FETCH_FAILED"]
 
 
 def test_series_absent_everywhere_is_not_verified_rather_than_reported() -> None:
@@ -358,7 +358,7 @@ def test_keda_and_adapter_both_claim_external_metrics() -> None:
         'kubectl get --raw "/apis/external.metrics.k8s.io/v1beta1/namespaces/llm/s0-prometheus'
         '?labelSelector=scaledobject.keda.sh%2Fname%3Dvllm-llm-predictor"'
     ) in fetch.remediation
-    assert rank_root_causes(findings) == ["HPA_METRICS_API_CONFLICT", "HPA_METRIC_FETCH_FAILED"]
+    assert rank_root_causes(findings, STEP_IDS) == ["HPA_METRICS_API_CONFLICT", "HPA_METRIC_FETCH_FAILED"]
 
 
 def test_adapter_external_rules_shadowed_by_keda() -> None:
