@@ -28,8 +28,8 @@ from pathlib import Path
 from nbhelpers.checks import STEP_IDS
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.findings.model import CATALOG, Severity, reachable
-from nbhelpers.findings.symptoms import SYMPTOMS
 from nbhelpers.render import report
+from nbhelpers.render.symptoms import SYMPTOMS
 from nbhelpers.scenarios import ScenarioSpec, list_scenarios, load_spec, scenario_bundle
 from nbhelpers.sources import kube
 from nbhelpers.triage import TriageParams, TriageResult, run

@@ -17,7 +17,8 @@ from typing import Any
 from nbhelpers import __version__
 from nbhelpers.checks import STEP_IDS, STEPS, check_for
 from nbhelpers.errors import BundleError, EvidenceMissing, RunbookError, StepSkipped
-from nbhelpers.evidence.model import Evidence, SiteConfig, Target, gather
+from nbhelpers.evidence.gather import gather
+from nbhelpers.evidence.model import Evidence, SiteConfig, Target
 from nbhelpers.findings.model import Finding, Severity, apply_ignores, rank_root_causes
 from nbhelpers.findings.steps import CheckFunction, StepInfo
 from nbhelpers.sources import kube

@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from nbhelpers.evidence.model import Evidence, Target, gather
+from nbhelpers.evidence.gather import gather
+from nbhelpers.evidence.model import Evidence, Target
 from nbhelpers.sources.bundle import open_bundle
 from nbhelpers.util.times import Window, format_time
 

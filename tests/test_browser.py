@@ -36,8 +36,8 @@ from fakeapi import FakeApiServer, write_kubeconfig
 from playwright.sync_api import Locator, Page, expect, sync_playwright
 
 from nbhelpers.findings.model import CATALOG
-from nbhelpers.findings.symptoms import SYMPTOMS, step_heading
 from nbhelpers.notebook.widgets import scenario_label
+from nbhelpers.render.symptoms import SYMPTOMS, step_heading
 from nbhelpers.scenarios import load_spec
 
 ROOT = Path(__file__).parents[1]

@@ -10,7 +10,8 @@ from builders import CAPTURED_AT, WINDOW, bundle_files, evidence_from_objects
 
 from nbhelpers.errors import BundleError, ReadFailed
 from nbhelpers.evidence.capture import bundle_files as capture_files
-from nbhelpers.evidence.model import Target, gather
+from nbhelpers.evidence.gather import gather
+from nbhelpers.evidence.model import Target
 from nbhelpers.sources import kinds
 from nbhelpers.sources.bundle import open_bundle, write_bundle_files
 

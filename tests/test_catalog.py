@@ -198,7 +198,8 @@ def test_hpa_series_also_match_hpas_named_by_hand(tmp_path: Path) -> None:
 
 
 def test_predictor_hpa_names_are_the_hpas_scaling_the_predictor() -> None:
-    from nbhelpers.evidence.model import Target, predictor_hpa_names
+    from nbhelpers.evidence.gather import predictor_hpa_names
+    from nbhelpers.evidence.model import Target
     from nbhelpers.sources import kinds
 
     def hpa(name: str, deployment: str) -> dict[str, object]:

@@ -19,8 +19,9 @@ import pytest
 from builders import WINDOW, evidence_from_objects
 
 from nbhelpers.checks import STEPS
-from nbhelpers.evidence.model import Evidence, MetricData
+from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts.pod_phases import CREATED, READY, SCHEDULED, STARTED, PodPhases
+from nbhelpers.metrics.series import MetricData
 from nbhelpers.render import charts
 from nbhelpers.sources.base import SeriesData
 from nbhelpers.util.times import Window

@@ -1,4 +1,4 @@
-"""The finding-code reference (nbhelpers/reference.py) is generated from the catalog and cannot drift."""
+"""The finding-code reference (nbhelpers/code_reference.py) is generated from the catalog and cannot drift."""
 
 from __future__ import annotations
 
@@ -9,19 +9,19 @@ from click.testing import CliRunner
 
 from nbhelpers.cli.main import cli
 from nbhelpers.errors import RunbookError
-from nbhelpers.findings import reference
 from nbhelpers.findings.model import CATALOG, CAUSE_EDGES
+from nbhelpers.render import code_reference
 
 
 def test_every_catalog_code_has_a_guide_and_nothing_else_does() -> None:
-    assert set(reference.GUIDES) == set(CATALOG)
-    for code, guide in reference.GUIDES.items():
+    assert set(code_reference.GUIDES) == set(CATALOG)
+    for code, guide in code_reference.GUIDES.items():
         assert len(guide.fix) > 40 and len(guide.evidence) > 30, code
         assert guide.fix != CATALOG[code].reference, code
 
 
 def test_each_reference_carries_the_catalog_text_and_both_directions_of_the_edges() -> None:
-    for entry in reference.all_references():
+    for entry in code_reference.all_references():
         info = CATALOG[entry.code]
         assert (entry.meaning, entry.why, entry.severity, entry.step) == (
             info.meaning,
@@ -32,18 +32,18 @@ def test_each_reference_carries_the_catalog_text_and_both_directions_of_the_edge
         assert set(entry.explains) == set(CAUSE_EDGES[entry.code])
         for source in entry.explained_by:
             assert entry.code in CAUSE_EDGES[source]
-    port = reference.reference("PORT_MISMATCH")
+    port = code_reference.reference("PORT_MISMATCH")
     assert "ENDPOINTS_NONE_READY" in port.explains and port.explained_by == ()
-    assert "PORT_MISMATCH" in reference.reference("ENDPOINTS_NONE_READY").explained_by
+    assert "PORT_MISMATCH" in code_reference.reference("ENDPOINTS_NONE_READY").explained_by
 
 
 def test_unknown_code_is_a_runbook_error() -> None:
     with pytest.raises(RunbookError, match="unknown code 'NOPE'"):
-        reference.reference("NOPE")
+        code_reference.reference("NOPE")
 
 
 def test_text_reference_has_every_section() -> None:
-    text = reference.reference_text("KV_CACHE_PRESSURE")
+    text = code_reference.reference_text("KV_CACHE_PRESSURE")
     assert text.startswith("KV_CACHE_PRESSURE  [warning, step queue_vs_oom]  KV cache near full with preemptions")
     for heading in ("What it means:", "Why it causes the symptom:", "How to fix:", "Evidence it reads:"):
         assert f"\n{heading}\n  " in text
@@ -52,7 +52,7 @@ def test_text_reference_has_every_section() -> None:
 
 
 def test_html_reference_anchors_each_code_and_links_only_codes_on_the_page() -> None:
-    markup = reference.reference_html(["PORT_MISMATCH", "ENDPOINTS_NONE_READY", "PORT_MISMATCH"])
+    markup = code_reference.reference_html(["PORT_MISMATCH", "ENDPOINTS_NONE_READY", "PORT_MISMATCH"])
     assert re.findall(r'id="(code-[A-Z_]+)"', markup) == ["code-PORT_MISMATCH", "code-ENDPOINTS_NONE_READY"]
     links = set(re.findall(r'href="#(code-[A-Z_]+)"', markup))
     assert links == {"code-PORT_MISMATCH", "code-ENDPOINTS_NONE_READY"}  # edges to absent codes stay plain text
@@ -67,4 +67,4 @@ def test_cli_lists_every_code_and_prints_one_reference() -> None:
     assert [line.split()[0] for line in listing.output.splitlines()] == list(CATALOG)
     one = runner.invoke(cli, ["codes", "HPA_AT_MAX"])
     assert one.exit_code == 0
-    assert one.output == reference.reference_text("HPA_AT_MAX") + "\n"
+    assert one.output == code_reference.reference_text("HPA_AT_MAX") + "\n"

@@ -26,7 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence.model import Target, filter_log_to_window, gather
+from nbhelpers.evidence.gather import filter_log_to_window, gather
+from nbhelpers.evidence.model import Target
 from nbhelpers.facts import vllm_args, vllm_log
 from nbhelpers.models import load_time
 from nbhelpers.render.report import findings_json_bytes

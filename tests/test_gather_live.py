@@ -12,7 +12,8 @@ from fakeapi import DEFAULT_TOKEN, FakeApiServer
 
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.capture import write_bundle
-from nbhelpers.evidence.model import Evidence, Target, gather
+from nbhelpers.evidence.gather import gather
+from nbhelpers.evidence.model import Evidence, Target
 from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import KubeObject
 from nbhelpers.sources.bundle import open_bundle

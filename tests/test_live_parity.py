@@ -15,7 +15,8 @@ from checks.check_cases import ISVC, NAMESPACE, evidence_of, load_case
 from fakeapi import FakeApiServer, crds_for_every_kind_read
 
 from nbhelpers.checks import STEPS, check_for
-from nbhelpers.evidence.model import Evidence, Target, gather
+from nbhelpers.evidence.gather import gather
+from nbhelpers.evidence.model import Evidence, Target
 from nbhelpers.sources.cluster_live import LiveCluster
 from nbhelpers.triage import run_step
 

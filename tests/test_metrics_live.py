@@ -54,8 +54,10 @@ from promharness import (
 )
 
 from nbhelpers.errors import ReadFailed, RunbookError
-from nbhelpers.evidence.model import MetricData, ReadRecord, Target, _query_metrics
+from nbhelpers.evidence.gather import _query_metrics
+from nbhelpers.evidence.model import ReadRecord, Target
 from nbhelpers.metrics import catalog
+from nbhelpers.metrics.series import MetricData
 from nbhelpers.sources.base import SeriesData
 from nbhelpers.sources.metrics_live import LiveMetrics
 from nbhelpers.util.times import query_step_seconds

@@ -18,7 +18,8 @@ import yaml
 from promharness import free_port, require_prometheus_binaries
 
 from nbhelpers.checks import STEP_IDS
-from nbhelpers.evidence.model import Evidence, Target, gather
+from nbhelpers.evidence.gather import gather
+from nbhelpers.evidence.model import Evidence, Target
 from nbhelpers.findings.model import Finding, rank_root_causes
 from nbhelpers.metrics import catalog
 from nbhelpers.scenarios import (

@@ -16,14 +16,6 @@ from fakeapi import FakeApiServer, write_kubeconfig
 
 from nbhelpers.checks import STEPS
 from nbhelpers.errors import RunbookError
-from nbhelpers.findings.symptoms import (
-    SYMPTOMS,
-    reading_order,
-    reading_order_html,
-    step_anchor,
-    step_heading,
-    symptom_for,
-)
 from nbhelpers.notebook import SESSION_ENV, display, wants_panel
 from nbhelpers.notebook.widgets import (
     CUSTOM_WINDOW,
@@ -42,6 +34,14 @@ from nbhelpers.notebook.widgets import (
     params_for,
     window_fields,
     window_options,
+)
+from nbhelpers.render.symptoms import (
+    SYMPTOMS,
+    reading_order,
+    reading_order_html,
+    step_anchor,
+    step_heading,
+    symptom_for,
 )
 from nbhelpers.scenarios import load_spec, scenario_bundle
 from nbhelpers.triage import Progress, TriageParams

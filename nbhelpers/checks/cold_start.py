@@ -56,12 +56,14 @@ from typing import Any
 
 from nbhelpers.checks import timeouts
 from nbhelpers.errors import StepSkipped
-from nbhelpers.evidence.model import Evidence, MetricData
+from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common, pod_phases, vllm_args
 from nbhelpers.facts import timeout_path as chain
 from nbhelpers.facts.pod_phases import Distribution, PodPhases, Valley
+from nbhelpers.findings import patches
 from nbhelpers.findings.model import Finding, Patch, Severity
 from nbhelpers.findings.steps import StepInfo
+from nbhelpers.metrics.series import MetricData
 from nbhelpers.models import load_time
 from nbhelpers.sources import kinds, kube
 from nbhelpers.util.times import format_time
@@ -557,7 +559,7 @@ class _Context:
         if errors is not None:
             evidence.append(f"5xx while no pod was ready: {errors[1]}")
         remediation, patch = _remedy(
-            common.plan_patch(self.evidence.isvc, _set_min_replicas),
+            patches.plan_patch(self.evidence.isvc, _set_min_replicas),
             "Keep one replica warm: set spec.predictor.minReplicas to 1 (KServe writes it as the revision's "
             f"min-scale). {self._gpu_cost()} If the cost is not acceptable, keep scale-to-zero but make the "
             "callers wait longer than the cold start (revision timeout, gateway and client timeouts) and "
@@ -639,7 +641,7 @@ class _Context:
             self.objects(),
             tuple(evidence),
             *_remedy(
-                common.plan_patch(self.evidence.isvc, mutate),
+                patches.plan_patch(self.evidence.isvc, mutate),
                 "On the InferenceService: " + "; and ".join(what) + ". Shortening the cold start itself (image "
                 "pre-pulled on the GPU nodes, weights cached locally, a warm node pool) helps every case.",
             ),
@@ -718,7 +720,7 @@ class _Context:
             self.objects(),
             tuple(evidence),
             *_remedy(
-                common.plan_patch(self.evidence.isvc, mutate),
+                patches.plan_patch(self.evidence.isvc, mutate),
                 f"Hold capacity for {wanted} s{capped} after the load drops before scaling down: the annotation "
                 f"{SCALE_DOWN_DELAY[0]} ({MARGIN}× the longest dip, in whole minutes) on the InferenceService, "
                 "which KServe copies onto the revision template. Unlike minReplicas it still scales down when the "
@@ -740,7 +742,7 @@ class _Context:
         return f"Cost: one replica holds {held} around the clock (≈{hours} GPU-hours a month) even with no traffic."
 
 
-def _remedy(plan: common.PatchPlan | None, what: str) -> tuple[str, Patch | None]:
+def _remedy(plan: patches.PatchPlan | None, what: str) -> tuple[str, Patch | None]:
     """(remediation, patch); no patch when the InferenceService already asks for the change (the revision
     in effect is older than the InferenceService)."""
     if plan is None:

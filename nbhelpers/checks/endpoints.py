@@ -28,6 +28,7 @@ from urllib.parse import urlparse
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common
+from nbhelpers.findings import patches
 from nbhelpers.findings.model import Finding
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.sources import kinds, kube
@@ -445,7 +446,7 @@ def _selector_patch(
     selector: Mapping[str, Any],
     pod_labels: Mapping[str, str],
     owner: str | None,
-) -> common.PatchPlan | None:
+) -> patches.PatchPlan | None:
     if owner is None:
 
         def fix_selector(obj: common.KubeObject) -> None:
@@ -455,7 +456,7 @@ def _selector_patch(
                 kube.COMPONENT_LABEL: "predictor",
             }
 
-        return common.plan_patch(service, fix_selector)
+        return patches.plan_patch(service, fix_selector)
     # A label set on the InferenceService is copied onto the pods and can override the one KServe selects on.
     overridden = [
         (path, key)
@@ -470,7 +471,7 @@ def _selector_patch(
         for path, key in overridden:
             _dig(isvc, path).pop(key, None)
 
-    return common.plan_patch(evidence.isvc, drop_labels)
+    return patches.plan_patch(evidence.isvc, drop_labels)
 
 
 def _dig(obj: Mapping[str, Any], path: Iterable[str]) -> dict[str, Any]:
@@ -861,7 +862,7 @@ def _host_mismatch(evidence: Evidence, routes: list[Route], host: str) -> Findin
     )
 
 
-def _host_patch(route: Route, host: str) -> common.PatchPlan | None:
+def _host_patch(route: Route, host: str) -> patches.PatchPlan | None:
     kind = route.obj.get("kind")
 
     def add_host(obj: common.KubeObject) -> None:
@@ -876,4 +877,4 @@ def _host_patch(route: Route, host: str) -> common.PatchPlan | None:
                 rules.append({**copy.deepcopy(rules[0]), "host": host})
             body["rules"] = rules
 
-    return common.plan_patch(route.obj, add_host)
+    return patches.plan_patch(route.obj, add_host)

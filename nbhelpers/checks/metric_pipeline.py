@@ -28,13 +28,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbhelpers.errors import EvidenceMissing, StepSkipped
-from nbhelpers.evidence.model import Evidence, event_interval
+from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import adapter_rules, autoscalers, common, metrics_apis
 from nbhelpers.facts.autoscalers import Autoscaler, Metric
+from nbhelpers.findings import patches
 from nbhelpers.findings.model import Finding, Severity
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.metrics import catalog
 from nbhelpers.sources import kinds, kube
+from nbhelpers.sources.kube import event_interval
 from nbhelpers.util.times import format_time
 
 STEP = StepInfo(
@@ -605,7 +607,7 @@ class _SeriesCheck:
             )
         return "\n".join(lines)
 
-    def rename_patch(self, rename_to: str) -> common.PatchPlan | None:
+    def rename_patch(self, rename_to: str) -> patches.PatchPlan | None:
         if self.hpa.kind != autoscalers.HPA or self.hpa.owner is not None:
             return None
         source_key = "pods" if self.metric.source == "Pods" else "external"
@@ -614,7 +616,7 @@ class _SeriesCheck:
             entry = hpa["spec"]["metrics"][self.index]
             entry[source_key]["metric"]["name"] = rename_to
 
-        return common.plan_patch(self.hpa.obj, rename)
+        return patches.plan_patch(self.hpa.obj, rename)
 
 
 # --- helpers ----------------------------------------------------------------------------------------

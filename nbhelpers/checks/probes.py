@@ -35,13 +35,15 @@ from datetime import datetime
 from typing import Any
 
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence.model import Evidence, event_interval
+from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common, vllm_args
+from nbhelpers.findings import patches
 from nbhelpers.findings.model import Finding, Severity
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.models import load_time
 from nbhelpers.models.load_time import LIVENESS, PROBE_KINDS, READINESS, STARTUP, LoadAttempt, ProbeBudget
 from nbhelpers.sources import kinds, kube
+from nbhelpers.sources.kube import event_interval
 from nbhelpers.util.times import format_time, parse_duration, parse_k8s_time
 
 STEP = StepInfo(
@@ -732,7 +734,7 @@ class _Context:
                     return {probe.handler: dict(probe.action)}
         return self._new_probe(STARTUP, {})
 
-    def _startup_plan(self, gate: Probe) -> tuple[common.PatchPlan | None, str]:
+    def _startup_plan(self, gate: Probe) -> tuple[patches.PatchPlan | None, str]:
         sizing = self.stats.sizing()
         existing = next((probe for probe in self.probes if probe.kind == STARTUP and probe.run_by == "kubelet"), None)
         period = existing.budget.period if existing is not None else 10
@@ -841,7 +843,7 @@ class _Context:
 
     def _set_probe_plan(
         self, kind: str, probe: Mapping[str, Any], timing_only: bool = False, annotation: int | None = None
-    ) -> common.PatchPlan | None:
+    ) -> patches.PatchPlan | None:
         """Set ``kind`` on the InferenceService's container (KServe merges it field by field into the runtime's)."""
         located = common.isvc_serving_container(self.evidence.isvc)
         if located is None:
@@ -860,9 +862,9 @@ class _Context:
                 annotations = isvc.setdefault("metadata", {}).setdefault("annotations", {})
                 annotations[PROGRESS_DEADLINE_ANNOTATION] = f"{annotation}s"
 
-        return common.plan_patch(self.evidence.isvc, mutate)
+        return patches.plan_patch(self.evidence.isvc, mutate)
 
-    def _replace_probe_plan(self, kind: str, probe: Mapping[str, Any]) -> common.PatchPlan | None:
+    def _replace_probe_plan(self, kind: str, probe: Mapping[str, Any]) -> patches.PatchPlan | None:
         """Replace a probe's handler where it is declared: KServe's field-by-field merge cannot drop the
         runtime's handler from the InferenceService, so a runtime's probe is changed in the runtime."""
         if self._declared_by(kind) != "runtime":
@@ -877,7 +879,7 @@ class _Context:
                 if container.get("name") == serving_name:
                     container[kind] = dict(probe)
 
-        return common.plan_patch(runtime, mutate)
+        return patches.plan_patch(runtime, mutate)
 
 
 def _copy(obj: Mapping[str, Any]) -> common.KubeObject:

@@ -42,6 +42,7 @@ from nbhelpers.evidence.model import ContainerLog, Evidence
 from nbhelpers.facts import common, engine, vllm_args
 from nbhelpers.facts.engine import Valued
 from nbhelpers.facts.vllm_log import EngineMemoryFacts, parse_engine_log
+from nbhelpers.findings import patches
 from nbhelpers.findings.model import Finding, Severity
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.metrics import series
@@ -575,7 +576,7 @@ class _Context:
             what,
         )
 
-    def _oom_fix(self, hits: list[LogHit]) -> tuple[str, common.PatchPlan | None]:
+    def _oom_fix(self, hits: list[LogHit]) -> tuple[str, patches.PatchPlan | None]:
         if all(hit.phase == "loading weights" for hit in hits):
             text = (
                 "The weights alone do not fit the GPU (the error came before vLLM finished loading them), so no flag "
@@ -843,7 +844,7 @@ class _Context:
 
     def _capacity_fix(
         self, saturated: Sequence[regime.Saturation], facts: regime.QueueFacts, ceiling: Valued | None
-    ) -> tuple[str, common.PatchPlan | None]:
+    ) -> tuple[str, patches.PatchPlan | None]:
         kv_peaks = [s.episode.peak_kv for s in saturated]
         known = [kv for kv in kv_peaks if kv is not None]
         current = max(s.ceiling for s in saturated)
@@ -885,7 +886,7 @@ class _Context:
         def raise_max(isvc: common.KubeObject) -> None:
             isvc["spec"]["predictor"]["maxReplicas"] = needed
 
-        plan = common.plan_patch(self.evidence.isvc, raise_max)
+        plan = patches.plan_patch(self.evidence.isvc, raise_max)
         return what + f" Raise maxReplicas from {max_replicas} to {needed} (and make sure GPUs for them exist).", plan
 
     def _kv_pressure(
@@ -969,7 +970,7 @@ class _Context:
             return "(No patch: the server starts through a shell script; change the flags there.)"
         return "(No patch: the InferenceService does not declare the serving container.)"
 
-    def args_patch(self, changes: Mapping[str, str]) -> common.PatchPlan | None:
+    def args_patch(self, changes: Mapping[str, str]) -> patches.PatchPlan | None:
         """A merge patch of the ISVC's serving container args with each flag set (the whole list, DESIGN §4.3).
 
         An existing spelling (``--flag v``, ``--flag=v``, underscores) is replaced where it stands; a flag the ISVC
@@ -987,4 +988,4 @@ class _Context:
                 args = common.set_flag(args, flag, value)
             container["args"] = args
 
-        return common.plan_patch(self.evidence.isvc, set_flags)
+        return patches.plan_patch(self.evidence.isvc, set_flags)

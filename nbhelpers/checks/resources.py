@@ -27,11 +27,13 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from nbhelpers.evidence.model import Evidence, event_interval
+from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common, engine, vllm_args
+from nbhelpers.findings import patches
 from nbhelpers.findings.model import Finding, Severity
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.sources import kinds, kube
+from nbhelpers.sources.kube import event_interval
 from nbhelpers.util import quantities
 from nbhelpers.util.times import parse_k8s_time
 
@@ -332,7 +334,7 @@ class _Context:
         if sidecar == "queue-proxy" and resource == "cpu":
             # Patch only a ConfigMap that was read: a merge patch on a missing object fails with NotFound.
             if config is not None:
-                plan = common.plan_patch(
+                plan = patches.plan_patch(
                     dict(config),
                     lambda cm: cm.setdefault("data", {}).update({"queue-sidecar-cpu-request": QUEUE_PROXY_CPU_REQUEST}),
                 )
@@ -587,7 +589,7 @@ class _Context:
             return f"KServe's default for containers without resources ({KSERVE_DEFAULT_MEMORY})"
         return "neither the InferenceService nor its runtime (a LimitRange default or an admission webhook)"
 
-    def _oom_fix(self, limit: Decimal | None, hint: _WeightsHint | None) -> tuple[common.PatchPlan | None, str]:
+    def _oom_fix(self, limit: Decimal | None, hint: _WeightsHint | None) -> tuple[patches.PatchPlan | None, str]:
         candidates = []
         reasons = []
         if limit is not None:
@@ -800,7 +802,7 @@ class _Context:
             severity=severity,
         )
 
-    def _shm_patch(self, mount: Mapping[str, Any] | None) -> common.PatchPlan | None:
+    def _shm_patch(self, mount: Mapping[str, Any] | None) -> patches.PatchPlan | None:
         located = common.isvc_serving_container(self.evidence.isvc)
         if located is None:
             return None
@@ -827,7 +829,7 @@ class _Context:
                 {"name": volume_name, "mountPath": SHM_PATH},
             )
 
-        return common.plan_patch(self.evidence.isvc, add_shm)
+        return patches.plan_patch(self.evidence.isvc, add_shm)
 
     # --- the InferenceService and its runtime ---------------------------------------------------
 
@@ -854,7 +856,7 @@ class _Context:
             return None
         return common.serving_container(kube.spec(runtime))
 
-    def _isvc_resources_patch(self, change: Mapping[str, Mapping[str, str]]) -> common.PatchPlan | None:
+    def _isvc_resources_patch(self, change: Mapping[str, Mapping[str, str]]) -> patches.PatchPlan | None:
         """Set resources on the InferenceService's serving container (other resource keys untouched)."""
         located = common.isvc_serving_container(self.evidence.isvc)
         if located is None:
@@ -867,9 +869,9 @@ class _Context:
             for section, values in change.items():
                 resources.setdefault(section, {}).update(values)
 
-        return common.plan_patch(self.evidence.isvc, apply)
+        return patches.plan_patch(self.evidence.isvc, apply)
 
-    def _isvc_env_patch(self) -> common.PatchPlan | None:
+    def _isvc_env_patch(self) -> patches.PatchPlan | None:
         located = common.isvc_serving_container(self.evidence.isvc)
         if located is None:
             return None
@@ -896,7 +898,7 @@ class _Context:
             else:
                 container.pop("env", None)
 
-        return common.plan_patch(self.evidence.isvc, drop_hiding)
+        return patches.plan_patch(self.evidence.isvc, drop_hiding)
 
     # --- the model's size -----------------------------------------------------------------------
 

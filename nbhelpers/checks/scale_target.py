@@ -48,6 +48,7 @@ from nbhelpers.facts.autoscalers import (
     KNATIVE_UTILIZATION_DEFAULT,
     Autoscaler,
 )
+from nbhelpers.findings import patches
 from nbhelpers.findings.model import Finding, Patch
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.metrics import series
@@ -183,7 +184,7 @@ class _Fix:
     """A remediation: what to do, its merge patch when one exists, and an object to create next to it."""
 
     what: str
-    plan: common.PatchPlan | None = None
+    plan: patches.PatchPlan | None = None
     manifest: dict[str, Any] | None = None
 
     @property
@@ -256,7 +257,7 @@ class _Context:
         ]
         plan = None
         if klass not in ("hpa", "keda"):
-            plan = common.plan_patch(self.evidence.isvc, _set_annotation(kube.AUTOSCALER_CLASS_ANNOTATION, "hpa"))
+            plan = patches.plan_patch(self.evidence.isvc, _set_annotation(kube.AUTOSCALER_CLASS_ANNOTATION, "hpa"))
         what = (
             "Let KServe create the HPA: set the autoscaler class to hpa (or create your own HPA or ScaledObject "
             "for the predictor Deployment and keep the class external). KServe's HPA scales on cpu; for an LLM "
@@ -348,7 +349,7 @@ class _Context:
             obj["spec"][scale_target_field] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": wanted}
             obj.pop("status", None)
 
-        plan = common.plan_patch(unit.primary.obj, retarget)
+        plan = patches.plan_patch(unit.primary.obj, retarget)
         what = f"Point {unit.primary.ref} at Deployment {wanted}, the workload behind the serving path."
         if self.mode == common.SERVERLESS:
             what += (
@@ -421,7 +422,7 @@ class _Context:
         plan = None
         if self.mode == common.RAW and kserve and all(u.primary.kind == autoscalers.HPA for u in kserve) and others:
             keep = ", ".join(unit.primary.ref for unit in others)
-            plan = common.plan_patch(self.evidence.isvc, _set_annotation(kube.AUTOSCALER_CLASS_ANNOTATION, "external"))
+            plan = patches.plan_patch(self.evidence.isvc, _set_annotation(kube.AUTOSCALER_CLASS_ANNOTATION, "external"))
             what = (
                 f"Keep one autoscaler. To keep {keep}, set the InferenceService's autoscaler class to external: "
                 "KServe then deletes the HPA it owns. To keep KServe's instead, delete the other one "
@@ -752,7 +753,7 @@ class _Context:
             def set_metrics(obj: common.KubeObject) -> None:
                 obj["spec"]["metrics"] = metrics
 
-            plan = common.plan_patch(unit.primary.obj, set_metrics)
+            plan = patches.plan_patch(unit.primary.obj, set_metrics)
             return _Fix(
                 f"Scale {unit.primary.ref} on the Pods metric {RUNNING_METRIC}. {how} The custom metrics API must "
                 f"serve {RUNNING_METRIC} for the pods (prometheus-adapter rule).",
@@ -776,7 +777,7 @@ class _Context:
 
             return _Fix(
                 f"Scale {unit.primary.ref} on the running requests per pod (a prometheus trigger, AverageValue). {how}",
-                common.plan_patch(unit.primary.obj, set_triggers),
+                patches.plan_patch(unit.primary.obj, set_triggers),
             )
         if unit.kserve_owned and unit.primary.kind == autoscalers.SCALED_OBJECT:
             return self._kserve_keda_plan(target, how)
@@ -809,7 +810,7 @@ class _Context:
 
         return _Fix(
             f"Let KServe's ScaledObject scale on the running requests per pod. {how}",
-            common.plan_patch(self.evidence.isvc, set_metrics),
+            patches.plan_patch(self.evidence.isvc, set_metrics),
         )
 
     def _external_plan(
@@ -821,7 +822,7 @@ class _Context:
     ) -> _Fix:
         """KServe's own HPA only takes cpu/memory and reverts edits: switch the class to external and bring an HPA."""
         manifest = self._replacement_hpa(unit, metrics, behavior)
-        plan = common.plan_patch(self.evidence.isvc, _set_annotation(kube.AUTOSCALER_CLASS_ANNOTATION, "external"))
+        plan = patches.plan_patch(self.evidence.isvc, _set_annotation(kube.AUTOSCALER_CLASS_ANNOTATION, "external"))
         text = yaml.safe_dump(manifest, sort_keys=False)
         return _Fix(
             f"{how} KServe's HPA takes only cpu or memory and restores its own spec, so set the autoscaler class to "
@@ -851,7 +852,7 @@ class _Context:
             "spec": spec,
         }
 
-    def _kpa_plan(self, unit: Unit, target: int) -> common.PatchPlan | None:
+    def _kpa_plan(self, unit: Unit, target: int) -> patches.PatchPlan | None:
         """Switch a Knative service to the KPA on concurrency with ``target`` in-flight requests per pod."""
         predictor = kube.spec(self.evidence.isvc).get("predictor") or {}
 
@@ -866,7 +867,7 @@ class _Context:
                 annotations.pop(key, None)
             _write_kpa_target(isvc, predictor, annotations, target)
 
-        return common.plan_patch(self.evidence.isvc, to_kpa)
+        return patches.plan_patch(self.evidence.isvc, to_kpa)
 
     def _kpa_target_plan(self, kpa: _KpaTarget) -> _Fix:
         assert self.capacity is not None
@@ -881,7 +882,7 @@ class _Context:
             annotations = isvc.setdefault("metadata", {}).setdefault("annotations", {})
             _write_kpa_target(isvc, predictor, annotations, total)
 
-        plan = common.plan_patch(self.evidence.isvc, set_target)
+        plan = patches.plan_patch(self.evidence.isvc, set_target)
         return _Fix(
             f"Set the KPA target to {total} in-flight requests per pod, so that Knative aims at "
             f"{total} x {fraction:g} = {total * fraction:.0f}: {self.capacity.derivation()}.",
@@ -899,7 +900,7 @@ class _Context:
             def raise_max(obj: common.KubeObject) -> None:
                 obj["spec"][field] = needed
 
-            return _Fix(what, common.plan_patch(unit.primary.obj, raise_max))
+            return _Fix(what, patches.plan_patch(unit.primary.obj, raise_max))
         annotations = kube.annotations(self.evidence.isvc)
         key = next((k for k in KNATIVE_MAX_SCALE_KEYS if k in annotations), None)
 
@@ -909,7 +910,7 @@ class _Context:
             else:
                 isvc.setdefault("spec", {}).setdefault("predictor", {})["maxReplicas"] = needed
 
-        return _Fix(what, common.plan_patch(self.evidence.isvc, raise_isvc_max))
+        return _Fix(what, patches.plan_patch(self.evidence.isvc, raise_isvc_max))
 
     def _behavior_plan(self, unit: Unit, fixed: dict[str, Any]) -> _Fix:
         down = fixed["scaleDown"]["stabilizationWindowSeconds"]
@@ -922,14 +923,14 @@ class _Context:
             def set_behavior(obj: common.KubeObject) -> None:
                 obj["spec"]["behavior"] = fixed
 
-            return _Fix(how, common.plan_patch(unit.primary.obj, set_behavior))
+            return _Fix(how, patches.plan_patch(unit.primary.obj, set_behavior))
         if unit.user_owned and unit.primary.kind == autoscalers.SCALED_OBJECT:
 
             def set_keda_behavior(obj: common.KubeObject) -> None:
                 advanced = obj["spec"].setdefault("advanced", {})
                 advanced.setdefault("horizontalPodAutoscalerConfig", {})["behavior"] = fixed
 
-            return _Fix(how, common.plan_patch(unit.primary.obj, set_keda_behavior))
+            return _Fix(how, patches.plan_patch(unit.primary.obj, set_keda_behavior))
         if unit.kserve_owned and unit.primary.kind == autoscalers.HPA and self.mode == common.RAW:
             return self._external_plan(unit, how, behavior=fixed)
         return _Fix(f"{how} (No patch: the InferenceService has no field for the behavior of {unit.primary.ref}.)")

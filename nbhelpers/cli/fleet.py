@@ -34,7 +34,8 @@ from typing import Any, TypeVar
 
 from nbhelpers import __version__
 from nbhelpers.errors import ReadFailed, RunbookError
-from nbhelpers.evidence.model import Target, require_isvc
+from nbhelpers.evidence.gather import require_isvc
+from nbhelpers.evidence.model import Target
 from nbhelpers.render import report
 from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import ClusterSource, KubeObject, LogRequest

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence.model import Target, require_isvc
+from nbhelpers.evidence.gather import require_isvc
+from nbhelpers.evidence.model import Target
 from nbhelpers.triage import TriageParams, incident_window, opened_sources
 from nbhelpers.util.paths import runbook_path
 from nbhelpers.util.times import parse_duration

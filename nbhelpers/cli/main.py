@@ -18,7 +18,7 @@ import click
 from nbhelpers import __version__
 from nbhelpers.cli.whatif import whatif
 from nbhelpers.errors import RunbookError
-from nbhelpers.findings.symptoms import SYMPTOM_BY_KEY
+from nbhelpers.render.symptoms import SYMPTOM_BY_KEY
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -305,13 +305,13 @@ def _run_scenario(name: str, out: str, quiet: bool) -> None:
 @click.argument("code", required=False)
 def codes(code: str | None) -> None:
     """The finding-code reference: meaning, why, how to fix, evidence read, cause edges."""
-    from nbhelpers.findings import reference
+    from nbhelpers.render import code_reference
 
     if code:
-        click.echo(reference.reference_text(code))
+        click.echo(code_reference.reference_text(code))
         return
-    for entry in reference.all_references():
-        click.echo(reference.catalog_line(entry))
+    for entry in code_reference.all_references():
+        click.echo(code_reference.catalog_line(entry))
 
 
 @cli.command()

@@ -15,7 +15,8 @@ from typing import Any
 import yaml
 
 from nbhelpers import __version__
-from nbhelpers.evidence.model import Evidence, MetricData
+from nbhelpers.evidence.model import Evidence
+from nbhelpers.metrics.series import MetricData
 from nbhelpers.sources import kube
 from nbhelpers.sources.bundle import BUNDLE_VERSION, write_bundle_files
 from nbhelpers.util.redaction import REDACTED

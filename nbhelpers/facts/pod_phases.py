@@ -35,6 +35,7 @@ from typing import Any
 
 from nbhelpers.facts.timeout_path import parse_duration
 from nbhelpers.models.load_time import nearest_rank
+from nbhelpers.sources import kube
 from nbhelpers.util.times import format_time, parse_k8s_time
 
 CREATED = "created"
@@ -62,16 +63,6 @@ _READY_FALSE_SLACK = timedelta(seconds=5)
 _PULLED = re.compile(r'Successfully pulled image "([^"]+)" in (\S+?)(?:\s|$)')
 _PRESENT = re.compile(r'Container image "([^"]+)" already present on machine')
 _CONTAINER_FIELD = re.compile(r"spec\.(?:initContainers|containers)\{(.+)\}")
-
-
-def _event_times(event: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
-    first = parse_k8s_time(event.get("firstTimestamp")) or parse_k8s_time(event.get("eventTime"))
-    last = (
-        parse_k8s_time((event.get("series") or {}).get("lastObservedTime"))
-        or parse_k8s_time(event.get("lastTimestamp"))
-        or first
-    )
-    return first, last
 
 
 def _message(event: Mapping[str, Any]) -> str:
@@ -181,7 +172,7 @@ def measure_pod(
         ),
         "",
     )
-    own = sorted(events_of_pod(events, name), key=lambda e: _event_times(e)[0] or observed_at)
+    own = sorted(events_of_pod(events, name), key=lambda e: kube.event_interval(e)[0] or observed_at)
     conditions = {str(c.get("type")): c for c in status.get("conditions") or []}
     found: dict[str, datetime] = {}
     created = parse_k8s_time(metadata.get("creationTimestamp"))
@@ -194,7 +185,7 @@ def measure_pod(
     cached = False
     for event in own:
         reason = str(event.get("reason") or "")
-        first, _ = _event_times(event)
+        first, _ = kube.event_interval(event)
         if reason == "FailedScheduling":
             failed_scheduling += int(event.get("count") or (event.get("series") or {}).get("count") or 1)
         elif reason == "TriggeredScaleUp" and not scale_up:

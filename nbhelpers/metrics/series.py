@@ -1,4 +1,4 @@
-"""Readers over one catalog query's answer (:class:`~nbhelpers.evidence.model.MetricData`): per pod, summed, peak.
+"""One catalog query's answer (:class:`MetricData`) and readers over it: per pod, summed, peak.
 
 Only answers with status ``ok`` hold numbers; any other status reads as no samples. Samples that are not
 finite (NaN from a division by zero in PromQL, +Inf) are dropped so that they cannot poison a sum or a peak.
@@ -8,10 +8,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-from nbhelpers.evidence.model import MetricData
+from nbhelpers.sources.base import SeriesData
 
 Samples = dict[float, float]  # unix seconds -> value
+
+
+@dataclass(frozen=True)
+class MetricData:
+    """One catalog query's answer for the window."""
+
+    id: str
+    promql: str
+    template_index: int
+    step: int
+    status: str  # ok | empty | error | missing (not in the bundle) | unreachable | timeout
+    series: tuple[SeriesData, ...] = ()
+    error: str = ""
 
 
 def ok(data: MetricData | None) -> MetricData | None:

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from nbhelpers.cli.headless import ERROR_FILE_ENV, PROGRESS_FILE_ENV
 from nbhelpers.errors import RunbookError
-from nbhelpers.findings.symptoms import reading_order_html, symptom_for
 from nbhelpers.notebook import display
 from nbhelpers.render.report import write_atomic, write_outputs
+from nbhelpers.render.symptoms import reading_order_html, symptom_for
 from nbhelpers.triage import Progress, TriageParams, TriageResult, run
 
 if TYPE_CHECKING:

@@ -40,8 +40,8 @@ from typing import Any
 from nbhelpers import __version__
 from nbhelpers.checks import STEP_BY_ID
 from nbhelpers.findings.model import CATALOG, Finding, Severity
-from nbhelpers.findings.reference import anchor, reference_html
 from nbhelpers.render import report
+from nbhelpers.render.code_reference import anchor, reference_html
 from nbhelpers.triage import StepResult, TriageResult
 from nbhelpers.util.times import Window
 

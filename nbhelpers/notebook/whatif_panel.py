@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from nbhelpers.errors import RunbookError
-from nbhelpers.facts import common
+from nbhelpers.findings import patches
 from nbhelpers.sources import kube
 from nbhelpers.whatif import CURRENT, PROPOSED, Overrides, WhatIfResult, patch_yaml, project
 
@@ -175,7 +175,7 @@ def patches_html(result: WhatIfResult) -> str:
     parts = []
     for change in result.patches:
         obj = _object_for(result, change.target)
-        command = common.kubectl_patch(obj, change.patch) if obj is not None else ""
+        command = patches.kubectl_patch(obj, change.patch) if obj is not None else ""
         parts.append(
             f'<div style="margin:8px 0;"><strong>{escape(change.setting)} → {escape(_value_text(change.value))}</strong> '
             f"on <code>{escape(change.target)}</code>: {escape(change.reason)}.{pre_block(patch_yaml(change))}"

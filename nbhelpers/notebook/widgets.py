@@ -39,7 +39,7 @@ from nbhelpers.checks import STEP_BY_ID, STEP_IDS, STEPS, check_for
 from nbhelpers.errors import ReadFailed, RunbookError
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.findings.model import rank_root_causes
-from nbhelpers.findings.symptoms import SYMPTOMS, Symptom, reading_order, step_anchor, step_heading, symptom_for
+from nbhelpers.render.symptoms import SYMPTOMS, Symptom, reading_order, step_anchor, step_heading, symptom_for
 from nbhelpers.scenarios import DEFAULT_SCENARIO, ScenarioSpec, list_scenarios, scenario_bundle
 from nbhelpers.sources.base import ClusterSource
 from nbhelpers.sources.kinds import INFERENCE_SERVICE

@@ -5,7 +5,7 @@ then ``os.replace``), so a reader never sees half a report. ``findings.json``
 is validated against the shipped schema before anything is written.
 
 The metric helpers here (status-code rates, counter increases, the impact and
-the timeline) work on :class:`~nbhelpers.evidence.model.MetricData` only; charts.py
+the timeline) work on :class:`~nbhelpers.metrics.series.MetricData` only; charts.py
 reuses them so the numbers in summary.md and the charts agree.
 """
 
@@ -29,10 +29,12 @@ from typing import Any
 import jsonschema
 
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence.model import Evidence, MetricData, ReadRecord, event_interval
+from nbhelpers.evidence.model import Evidence, ReadRecord
 from nbhelpers.findings.model import CATALOG, Finding, Severity
+from nbhelpers.metrics.series import MetricData
 from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import SeriesData
+from nbhelpers.sources.kube import event_interval
 from nbhelpers.triage import TriageResult
 from nbhelpers.util.times import Window
 

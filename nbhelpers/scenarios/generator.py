@@ -17,7 +17,8 @@ from datetime import datetime
 
 from nbhelpers.errors import ReadFailed
 from nbhelpers.evidence.capture import bundle_files
-from nbhelpers.evidence.model import Target, gather
+from nbhelpers.evidence.gather import gather
+from nbhelpers.evidence.model import Target
 from nbhelpers.metrics import catalog, openmetrics
 from nbhelpers.scenarios.answers import RawStore, answer
 from nbhelpers.scenarios.events import build_events

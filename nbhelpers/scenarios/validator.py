@@ -48,11 +48,11 @@ from pathlib import Path
 from typing import Any
 
 from nbhelpers.errors import BundleError
-from nbhelpers.evidence.model import event_interval
 from nbhelpers.scenarios.generator import RAW_METRICS_FILE
 from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import KubeObject, SeriesData, series_from_matrix
 from nbhelpers.sources.bundle import BundleCluster, BundleFiles, Manifest, read_manifest
+from nbhelpers.sources.kube import event_interval
 from nbhelpers.util import quantities
 from nbhelpers.util.times import Window, parse_k8s_time
 

@@ -6,9 +6,11 @@ the checks.
 """
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from nbhelpers.sources.kinds import object_ref
+from nbhelpers.util.times import parse_k8s_time
 
 KubeObject = dict[str, Any]
 
@@ -192,3 +194,14 @@ def _requirement_matches(requirement: str, object_labels: Mapping[str, str]) -> 
     if requirement.startswith("!"):
         return requirement[1:].strip() not in object_labels
     return requirement in object_labels
+
+
+def event_interval(event: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
+    """(first, last) time an event was seen, from whichever fields the API server filled."""
+    first = parse_k8s_time(event.get("firstTimestamp")) or parse_k8s_time(event.get("eventTime"))
+    last = (
+        parse_k8s_time((event.get("series") or {}).get("lastObservedTime"))
+        or parse_k8s_time(event.get("lastTimestamp"))
+        or first
+    )
+    return first, last

@@ -14,7 +14,8 @@ from promharness import PrometheusServer, prometheus_server  # noqa: F401  (the 
 
 from nbhelpers.checks import STEP_IDS, metric_pipeline
 from nbhelpers.errors import EvidenceMissing, StepSkipped
-from nbhelpers.evidence.model import Target, gather
+from nbhelpers.evidence.gather import gather
+from nbhelpers.evidence.model import Target
 from nbhelpers.findings.model import Severity, rank_root_causes
 from nbhelpers.metrics import catalog
 from nbhelpers.sources.cluster_live import LiveCluster

@@ -17,7 +17,8 @@ from check_cases import apply_patch, codes, evidence_of, json_merge_patch, load_
 
 from nbhelpers.checks import probes
 from nbhelpers.errors import EvidenceMissing, StepSkipped
-from nbhelpers.evidence.model import Target, gather
+from nbhelpers.evidence.gather import gather
+from nbhelpers.evidence.model import Target
 from nbhelpers.findings.model import Finding, Severity
 from nbhelpers.metrics import catalog
 from nbhelpers.models import load_time

@@ -1,0 +1,447 @@
+"""gather(): read everything the checks may need for one InferenceService, once, into an :class:`Evidence`.
+
+Each read is recorded (ok, forbidden, missing, not installed, timeout...) so a partial run can say what
+it could not see; secrets are redacted before anything is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from functools import partial
+from types import MappingProxyType
+from typing import TypeVar
+
+from nbhelpers.errors import ReadFailed, RunbookError
+from nbhelpers.evidence.model import ContainerLog, Evidence, ReadRecord, SiteConfig, Target
+from nbhelpers.metrics import catalog
+from nbhelpers.metrics.series import MetricData
+from nbhelpers.sources import kinds, kube
+from nbhelpers.sources.base import (
+    ClusterSource,
+    KubeObject,
+    LogRequest,
+    MetricsSource,
+    describe_get,
+    describe_list,
+    describe_logs,
+)
+from nbhelpers.util.redaction import redact_objects, redact_text
+from nbhelpers.util.times import Window, parse_k8s_time, query_step_seconds
+
+MAX_LOG_PODS = 3
+DEFAULT_SITE = SiteConfig()  # KServe and Knative in their default namespaces, no client timeout known
+T = TypeVar("T")
+
+
+class _Reader:
+    """Runs reads against the sources and keeps a record of each."""
+
+    def __init__(self, cluster: ClusterSource) -> None:
+        self.cluster = cluster
+        self.records: list[ReadRecord] = []
+        self.objects: dict[str, dict[str, KubeObject]] = {}
+
+    def attempt(self, what: str, read: Callable[[], T]) -> T | None:
+        try:
+            value = read()
+        except ReadFailed as failure:
+            self.records.append(ReadRecord(what, failure.status, failure.reason))
+            return None
+        self.records.append(ReadRecord(what, "ok"))
+        return value
+
+    def keep(self, kind: kinds.Kind, objects: Iterable[KubeObject]) -> list[KubeObject]:
+        bucket = self.objects.setdefault(kind.key, {})
+        kept = []
+        for obj in objects:
+            obj.setdefault("kind", kind.kind)
+            obj.setdefault("apiVersion", f"{kind.group}/{kind.versions[0]}" if kind.group else kind.versions[0])
+            bucket[kube.ref(obj)] = obj
+            kept.append(obj)
+        return kept
+
+    def list(self, kind: kinds.Kind, namespace: str | None, selector: str | None = None) -> list[KubeObject]:
+        what = describe_list(kind, namespace, selector)
+        found = self.attempt(what, lambda: self.cluster.list(kind, namespace, selector))
+        return self.keep(kind, found or [])
+
+    def get(self, kind: kinds.Kind, namespace: str | None, name: str) -> KubeObject | None:
+        what = describe_get(kind, namespace, name)
+        found = self.attempt(what, lambda: self.cluster.get(kind, namespace, name))
+        if found is None:
+            return None
+        return self.keep(kind, [found])[0]
+
+
+def gather(
+    cluster: ClusterSource,
+    metrics: MetricsSource | None,
+    target: Target,
+    window: Window,
+    observed_at: datetime,
+    site: SiteConfig = DEFAULT_SITE,
+    progress: Callable[[str], None] | None = None,
+) -> Evidence:
+    """Read the evidence for ``target``. Raises ``RunbookError`` only for an unknown service."""
+    reader = _Reader(cluster)
+    note = progress or (lambda _message: None)
+    note("reading the InferenceService")
+    reader.keep(kinds.INFERENCE_SERVICE, [require_isvc(cluster, target)])
+    reader.records.append(ReadRecord(describe_get(kinds.INFERENCE_SERVICE, target.namespace, target.isvc), "ok"))
+    reader.get(kinds.CONFIG_MAP, site.kserve_namespace, "inferenceservice-config")
+    isvc_ref = describe_get(kinds.INFERENCE_SERVICE, target.namespace, target.isvc)
+
+    note("reading predictor objects")
+    namespace = target.namespace
+    selector = f"{kube.ISVC_LABEL}={target.isvc}"
+    for kind in (
+        kinds.KNATIVE_SERVICE,
+        kinds.KNATIVE_REVISION,
+        kinds.POD_AUTOSCALER,
+        kinds.DEPLOYMENT,
+        kinds.REPLICA_SET,
+    ):
+        reader.list(kind, namespace, selector)
+    pods = reader.list(kinds.POD, namespace, selector)
+    for kind in (
+        kinds.SERVICE,
+        kinds.ENDPOINTS,
+        kinds.ENDPOINT_SLICE,
+        kinds.HPA,
+        kinds.SCALED_OBJECT,
+        kinds.VIRTUAL_SERVICE,
+        kinds.HTTP_ROUTE,
+        kinds.INGRESS,
+        kinds.SERVING_RUNTIME,
+    ):
+        reader.list(kind, namespace)
+    reader.list(kinds.CLUSTER_SERVING_RUNTIME, None)
+    _read_gateways(reader, namespace)
+
+    note("reading cluster-wide objects")
+    reader.list(kinds.NODE, None)
+    _read_api_services(reader)
+    for name in ("config-autoscaler", "config-defaults", "config-deployment"):
+        reader.get(kinds.CONFIG_MAP, site.knative_namespace, name)
+
+    note("reading events")
+    events = _read_events(reader, namespace, target.isvc, window)
+
+    note("reading logs")
+    logs = _read_logs(reader, pods, window, site)
+
+    note("querying Prometheus")
+    metric_data = _query_metrics(metrics, target, window, reader.records, predictor_hpa_names(reader.objects, target))
+
+    objects, events, logs = _redact(reader.objects, events, logs)
+    versions = _detect_versions(cluster, logs, reader.records)
+    isvc = next(obj for obj in objects[kinds.INFERENCE_SERVICE.key] if kube.ref(obj) == isvc_ref)
+    kserve_config = next(
+        (
+            obj
+            for obj in objects.get(kinds.CONFIG_MAP.key, ())
+            if (kube.namespace(obj), kube.name(obj)) == (site.kserve_namespace, "inferenceservice-config")
+        ),
+        None,
+    )
+    mode_raw, mode = detect_deployment_mode(isvc, kserve_config)
+    return Evidence(
+        target=target,
+        window=window,
+        observed_at=observed_at,
+        isvc=isvc,
+        deployment_mode=mode,
+        deployment_mode_raw=mode_raw,
+        objects=MappingProxyType(objects),
+        events=tuple(events),
+        logs=tuple(logs),
+        metrics=MappingProxyType(metric_data),
+        reads=tuple(reader.records),
+        versions=MappingProxyType(versions),
+        sources=MappingProxyType({"cluster": cluster.mode, "prometheus": metrics.mode if metrics else "none"}),
+        site=site,
+    )
+
+
+def _redact(
+    buckets: dict[str, dict[str, KubeObject]], events: list[KubeObject], logs: list[ContainerLog]
+) -> tuple[dict[str, tuple[KubeObject, ...]], list[KubeObject], list[ContainerLog]]:
+    """Remove plain-text secrets from everything read, before any check or writer sees it."""
+    keys = [key for key, bucket in buckets.items() for _ in bucket]
+    flat = [obj for bucket in buckets.values() for obj in bucket.values()]
+    cleaned, secrets = redact_objects(flat + events)
+    objects: dict[str, list[KubeObject]] = {}
+    for key, obj in zip(keys, cleaned[: len(flat)], strict=False):
+        objects.setdefault(key, []).append(obj)
+    clean_logs = [
+        ContainerLog(log.namespace, log.pod, log.container, log.previous, redact_text(log.text, secrets))
+        for log in logs
+    ]
+    return {key: tuple(items) for key, items in objects.items()}, cleaned[len(flat) :], clean_logs
+
+
+def require_isvc(cluster: ClusterSource, target: Target) -> KubeObject:
+    """The InferenceService, or a ``RunbookError`` naming what is wrong (and the services that exist)."""
+    kind = kinds.INFERENCE_SERVICE
+    try:
+        isvc = cluster.get(kind, target.namespace, target.isvc)
+    except ReadFailed as failure:
+        if failure.status in ("not_installed", "missing"):
+            raise RunbookError(
+                "the InferenceService CRD (serving.kserve.io) is not installed in this cluster"
+            ) from None
+        raise RunbookError(f"cannot read InferenceService {target.namespace}/{target.isvc}: {failure.reason}") from None
+    if isvc is None:
+        try:
+            existing = sorted(kube.name(obj) for obj in cluster.list(kind, target.namespace))
+        except ReadFailed:
+            existing = []
+        known = ", ".join(existing) if existing else "none"
+        raise RunbookError(
+            f"InferenceService {target.isvc!r} not found in namespace {target.namespace!r} (existing: {known})"
+        )
+    return isvc
+
+
+_MODE_NAMES = {
+    "serverless": "Serverless",
+    "knative": "Serverless",
+    "rawdeployment": "RawDeployment",
+    "standard": "RawDeployment",
+    "modelmesh": "ModelMesh",
+}
+
+
+def detect_deployment_mode(isvc: KubeObject, config: KubeObject | None) -> tuple[str, str]:
+    """(raw name, normalized name): annotation, else status, else the KServe default (DESIGN §6)."""
+    raw = kube.annotations(isvc).get(kube.DEPLOYMENT_MODE_ANNOTATION) or str(
+        (isvc.get("status") or {}).get("deploymentMode") or ""
+    )
+    if not raw and config is not None:
+        try:
+            deploy = json.loads((config.get("data") or {}).get("deploy") or "{}")
+        except json.JSONDecodeError:
+            deploy = {}
+        raw = str(deploy.get("defaultDeploymentMode") or "")
+    if not raw:
+        return "", "unknown"
+    return raw, _MODE_NAMES.get(raw.lower(), "unknown")
+
+
+def _read_gateways(reader: _Reader, namespace: str) -> None:
+    """GET each Gateway named by a VirtualService or HTTPRoute in the namespace (once per name)."""
+    wanted: set[tuple[kinds.Kind, str, str]] = set()
+    for service in reader.objects.get(kinds.VIRTUAL_SERVICE.key, {}).values():
+        for gateway in (service.get("spec") or {}).get("gateways") or []:
+            if gateway == "mesh":
+                continue
+            gw_namespace, _, gw_name = str(gateway).rpartition("/")
+            wanted.add((kinds.ISTIO_GATEWAY, gw_namespace or namespace, gw_name))
+    for route in reader.objects.get(kinds.HTTP_ROUTE.key, {}).values():
+        for parent in (route.get("spec") or {}).get("parentRefs") or []:
+            if parent.get("kind", "Gateway") == "Gateway":
+                wanted.add((kinds.GATEWAY_API_GATEWAY, parent.get("namespace") or namespace, parent["name"]))
+    for kind, gw_namespace, gw_name in sorted(wanted, key=lambda item: (item[0].key, item[1], item[2])):
+        reader.get(kind, gw_namespace, gw_name)
+
+
+def _read_api_services(reader: _Reader) -> None:
+    """APIServices, and the Services and Deployments behind the metrics APIs."""
+    api_services = reader.list(kinds.API_SERVICE, None)
+    backing: set[tuple[str, str]] = set()
+    for api_service in api_services:
+        if not kube.name(api_service).endswith("metrics.k8s.io"):
+            continue
+        service_ref = (api_service.get("spec") or {}).get("service") or {}
+        if service_ref.get("name"):
+            backing.add((service_ref.get("namespace") or "default", service_ref["name"]))
+    for service_namespace, service_name in sorted(backing):
+        reader.get(kinds.SERVICE, service_namespace, service_name)
+    for service_namespace in sorted({ns for ns, _ in backing}):
+        reader.list(kinds.DEPLOYMENT, service_namespace)
+        reader.list(kinds.CONFIG_MAP, service_namespace, "app.kubernetes.io/name=prometheus-adapter")
+
+
+def _related(event: KubeObject, isvc: str, names: set[str]) -> bool:
+    involved = event.get("involvedObject") or event.get("regarding") or {}
+    name = str(involved.get("name") or "")
+    return name in names or name.startswith(f"{isvc}-predictor") or name == isvc
+
+
+def _read_events(reader: _Reader, namespace: str, isvc: str, window: Window) -> list[KubeObject]:
+    names = {kube.name(obj) for bucket in reader.objects.values() for obj in bucket.values()}
+    related = []
+    for event in reader.list(kinds.EVENT, namespace):
+        first, last = kube.event_interval(event)
+        if not _related(event, isvc, names):
+            continue
+        if last is not None and last < window.start:
+            continue
+        if first is not None and first >= window.end:
+            continue
+        related.append(event)
+    reader.objects.pop(kinds.EVENT.key, None)
+    related.sort(key=lambda event: (kube.event_interval(event)[0] or window.start, kube.name(event)))
+    return related
+
+
+def choose_log_pods(pods: list[KubeObject]) -> list[KubeObject]:
+    """At most three predictor pods: most restarts, newest not ready, one healthy."""
+    predictors = [pod for pod in pods if kube.is_predictor(pod)]
+    chosen: list[KubeObject] = []
+
+    def add(pod: KubeObject | None) -> None:
+        if pod is not None and all(kube.name(pod) != kube.name(other) for other in chosen):
+            chosen.append(pod)
+
+    restarting = [pod for pod in predictors if kube.restart_count(pod) > 0]
+    add(max(restarting, key=lambda pod: (kube.restart_count(pod), kube.name(pod)), default=None))
+    not_ready = [pod for pod in predictors if not kube.pod_ready(pod)]
+    add(max(not_ready, key=lambda pod: (kube.created(pod) or "", kube.name(pod)), default=None))
+    healthy = sorted((pod for pod in predictors if kube.pod_ready(pod)), key=kube.name)
+    add(healthy[0] if healthy else None)
+    return chosen[:MAX_LOG_PODS]
+
+
+_LOG_TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))\s")
+
+
+def filter_log_to_window(text: str, window: Window) -> str:
+    """Keep lines whose kubelet timestamp prefix lies in the window (unstamped lines are kept)."""
+    kept = []
+    for line in text.splitlines():
+        match = _LOG_TIMESTAMP.match(line)
+        moment = parse_k8s_time(match.group(1)) if match else None
+        if moment is None or window.contains(moment):
+            kept.append(line)
+    return "\n".join(kept) + ("\n" if kept else "")
+
+
+def _read_logs(reader: _Reader, pods: list[KubeObject], window: Window, site: SiteConfig) -> list[ContainerLog]:
+    logs = []
+    for pod in choose_log_pods(pods):
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            container = str(status.get("name"))
+            wanted = [False] + ([True] if int(status.get("restartCount") or 0) > 0 else [])
+            for previous in wanted:
+                request = LogRequest(
+                    kube.namespace(pod), kube.name(pod), container, previous, site.log_tail_lines, site.log_limit_bytes
+                )
+                what = describe_logs(request)
+                text = reader.attempt(what, partial(reader.cluster.logs, request))
+                if text is not None:
+                    logs.append(
+                        ContainerLog(
+                            request.namespace, request.pod, container, previous, filter_log_to_window(text, window)
+                        )
+                    )
+    return logs
+
+
+def predictor_hpa_names(buckets: Mapping[str, Mapping[str, KubeObject]], target: Target) -> tuple[str, ...]:
+    """HPAs in the namespace that scale one of the predictor's Deployments (named by KServe or by hand)."""
+    deployments = {
+        kube.name(obj)
+        for obj in buckets.get(kinds.DEPLOYMENT.key, {}).values()
+        if kube.labels(obj).get(kube.ISVC_LABEL) == target.isvc
+    }
+    names = []
+    for hpa in buckets.get(kinds.HPA.key, {}).values():
+        scaled = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
+        scaled_name = str(scaled.get("name") or "")
+        if scaled_name in deployments or scaled_name.startswith(f"{target.isvc}-predictor"):
+            names.append(kube.name(hpa))
+    return tuple(sorted(names))
+
+
+def _query_metrics(
+    metrics: MetricsSource | None,
+    target: Target,
+    window: Window,
+    records: list[ReadRecord],
+    hpa_names: Sequence[str] = (),
+) -> dict[str, MetricData]:
+    if metrics is None:
+        records.append(ReadRecord("prometheus", "skipped", "no Prometheus configured (--prometheus)"))
+        return {}
+    step = query_step_seconds(window)
+    results: dict[str, MetricData] = {}
+    unreachable: str | None = None
+    for spec in catalog.CATALOG:
+        if unreachable is not None:
+            results[spec.id] = MetricData(spec.id, "", 0, step, "unreachable", error=unreachable)
+            continue
+        results[spec.id] = _query_one(metrics, spec, target, window, step, hpa_names)
+        if results[spec.id].status in ("unreachable", "timeout"):
+            unreachable = results[spec.id].error
+            records.append(ReadRecord("prometheus", results[spec.id].status, unreachable))
+    if unreachable is not None:
+        return results
+    for status in ("error", "missing"):
+        affected = sorted(data.id for data in results.values() if data.status == status)
+        if affected:
+            example = results[affected[0]].error
+            records.append(
+                ReadRecord("prometheus queries", status, f"{len(affected)} queries ({', '.join(affected)}): {example}")
+            )
+    if not any(record.what == "prometheus queries" for record in records):
+        records.append(ReadRecord("prometheus", "ok"))
+    if results and all(data.status == "empty" for data in results.values()):
+        # Every query answered, none with a series: a wrong Prometheus or relabelled pods. Saying so keeps
+        # a report without a single metric from reading as "every read succeeded".
+        records.append(
+            ReadRecord(
+                "prometheus series",
+                "empty",
+                f"none of the {len(results)} queries returned a series for {target.namespace}/{target.isvc} "
+                "in the window: check that this Prometheus scrapes the service",
+            )
+        )
+    return results
+
+
+def _query_one(
+    metrics: MetricsSource,
+    spec: catalog.QuerySpec,
+    target: Target,
+    window: Window,
+    step: int,
+    hpa_names: Sequence[str] = (),
+) -> MetricData:
+    first: MetricData | None = None
+    for index in range(len(spec.templates)):
+        promql = catalog.render(spec, index, target.namespace, target.isvc, step, hpa_names)
+        try:
+            answer = metrics.query_range(spec.id, promql, window.start, window.end, step)
+        except ReadFailed as failure:
+            status = failure.status if failure.status in ("unreachable", "timeout", "missing") else "error"
+            return MetricData(spec.id, promql, index, step, status, error=failure.reason)
+        data = MetricData(spec.id, promql, index, step, "ok" if answer.series else "empty", answer.series)
+        if answer.series:
+            return data
+        first = first or data
+    assert first is not None
+    return first
+
+
+_VLLM_VERSION = re.compile(r"vLLM API server version (\d+\.\d+(?:\.\d+)?\S*)")
+
+
+def _detect_versions(cluster: ClusterSource, logs: list[ContainerLog], records: list[ReadRecord]) -> dict[str, str]:
+    versions: dict[str, str] = {}
+    try:
+        kubernetes_version = cluster.server_version()
+    except ReadFailed as failure:
+        records.append(ReadRecord("version", failure.status, failure.reason))
+        kubernetes_version = None
+    if kubernetes_version:
+        versions["kubernetes"] = kubernetes_version
+    for log in logs:
+        match = _VLLM_VERSION.search(log.text)
+        if match:
+            versions["vllm"] = match.group(1)
+            break
+    return versions
