@@ -38,14 +38,13 @@ from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common, engine
 from nbhelpers.facts import scaling as scale_facts
 from nbhelpers.facts.autoscalers import HPA, POD_AUTOSCALER, Autoscaler, resolve
-from nbhelpers.facts.timeout_path import parse_duration
 from nbhelpers.metrics import series
 from nbhelpers.models import capacity as cap
 from nbhelpers.models import hpa as hpa_model
 from nbhelpers.models import kpa as kpa_model
 from nbhelpers.render.report import status_rates
 from nbhelpers.sources import kube
-from nbhelpers.util.times import Window, parse_k8s_time
+from nbhelpers.util.times import Window, duration_seconds, parse_k8s_time
 
 GRID_SECONDS = 5.0  # the fluid queue's step
 # The autoscaler sees the pods' state this late (a scrape and the metrics pipeline take at least that long). The
@@ -773,7 +772,7 @@ def _seconds(text: str, what: str) -> float | None:
     """A duration parameter (``90s``, ``2m``, ``120``): None when empty or zero (use the recommendation)."""
     if not text or not str(text).strip():
         return None
-    seconds = parse_duration(str(text).strip())
+    seconds = duration_seconds(str(text).strip())
     if seconds is None or seconds < 0:
         raise RunbookError(f"{what} {text!r} is not a duration (write e.g. 90s, 2m or 120)")
     return seconds or None
@@ -850,7 +849,7 @@ def whatif_from_parameters(
         min_replicas=_count(min_replicas, "min_replicas"),
         max_replicas=_count(max_replicas, "max_replicas"),
         scale_target=float(scale_target) if scale_target and scale_target > 0 else None,
-        stabilization_seconds=(parse_duration(text) if text else None),
+        stabilization_seconds=(duration_seconds(text) if text else None),
         pod_ready_delay=_seconds(pod_ready_delay, "pod_ready_delay"),
         client_timeout=_seconds(client_timeout, "client_timeout"),
     )

@@ -66,7 +66,7 @@ from nbhelpers.findings.steps import StepInfo
 from nbhelpers.metrics.series import MetricData
 from nbhelpers.models import load_time
 from nbhelpers.sources import kinds, kube
-from nbhelpers.util.times import format_time
+from nbhelpers.util.times import duration_seconds, format_time
 
 STEP = StepInfo(
     "cold_start",
@@ -193,7 +193,7 @@ class ScaleSettings:
 
     def scale_down_delay(self) -> tuple[float, Setting]:
         setting = self._annotation(SCALE_DOWN_DELAY, "scale-down-delay", "0s")
-        return chain.parse_duration(setting.value) or 0.0, setting
+        return duration_seconds(setting.value) or 0.0, setting
 
     def lines(self) -> list[str]:
         minimum, min_source = self.min_replicas()
@@ -488,7 +488,7 @@ class _Context:
         )
         seconds, source, obj = KNATIVE_PROGRESS_DEADLINE, "Knative's default", None
         for value, how, where in candidates:
-            parsed = chain.parse_duration(value) if value else None
+            parsed = duration_seconds(value) if value else None
             if parsed:
                 seconds = parsed
                 source = f"{PROGRESS_DEADLINE_ANNOTATION} {how}" if how == "annotation" else f"{config_name} {how}"

@@ -41,17 +41,18 @@ from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import autoscalers, common, vllm_args
 from nbhelpers.facts import scaling as facts
-from nbhelpers.facts.autoscalers import (
-    HPA_DEFAULT_SCALE_UP,
-    KNATIVE_MAX_SCALE_KEYS,
-    KNATIVE_UTILIZATION_ANNOTATION,
-    KNATIVE_UTILIZATION_DEFAULT,
-    Autoscaler,
-)
+from nbhelpers.facts.autoscalers import Autoscaler
 from nbhelpers.findings import patches
 from nbhelpers.findings.model import Finding, Patch
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.metrics import series
+from nbhelpers.models import kpa as kpa_model
+from nbhelpers.models.hpa import HPA_DEFAULT_SCALE_UP
+from nbhelpers.models.kpa import (
+    KNATIVE_MAX_SCALE_KEYS,
+    KNATIVE_UTILIZATION_ANNOTATION,
+    KNATIVE_UTILIZATION_DEFAULT,
+)
 from nbhelpers.sources import kinds, kube
 
 STEP = StepInfo(
@@ -546,10 +547,10 @@ class _Context:
             origin = f"container-concurrency-target-default {total:g}" + (
                 "" if default_total is not None else " (Knative default)"
             )
-        annotated = facts.quantity_number(annotations.get(autoscalers.KNATIVE_TARGET_ANNOTATION))
+        annotated = facts.quantity_number(annotations.get(kpa_model.KNATIVE_TARGET_ANNOTATION))
         if annotated is not None:
             total = min(annotated, concurrency) if concurrency else annotated
-            origin = f"{autoscalers.KNATIVE_TARGET_ANNOTATION} {annotated:g}" + (
+            origin = f"{kpa_model.KNATIVE_TARGET_ANNOTATION} {annotated:g}" + (
                 f" capped by containerConcurrency {concurrency:g}" if concurrency and concurrency < annotated else ""
             )
         utilization = facts.quantity_number(annotations.get(KNATIVE_UTILIZATION_ANNOTATION))
@@ -860,7 +861,7 @@ class _Context:
             annotations = isvc.setdefault("metadata", {}).setdefault("annotations", {})
             for key in (
                 kube.AUTOSCALER_CLASS_ANNOTATION,
-                autoscalers.KNATIVE_CLASS_ANNOTATION,
+                kpa_model.KNATIVE_CLASS_ANNOTATION,
                 "serving.kserve.io/metric",
                 "serving.kserve.io/targetUtilizationPercentage",
             ):
@@ -1086,10 +1087,10 @@ def _write_kpa_target(
     if "scaleTarget" in predictor or "scaleMetric" in predictor:
         spec_predictor["scaleMetric"] = "concurrency"
         spec_predictor["scaleTarget"] = target
-        annotations.pop(autoscalers.KNATIVE_TARGET_ANNOTATION, None)
+        annotations.pop(kpa_model.KNATIVE_TARGET_ANNOTATION, None)
     else:
-        annotations[autoscalers.KNATIVE_METRIC_ANNOTATION] = "concurrency"
-        annotations[autoscalers.KNATIVE_TARGET_ANNOTATION] = str(target)
+        annotations[kpa_model.KNATIVE_METRIC_ANNOTATION] = "concurrency"
+        annotations[kpa_model.KNATIVE_TARGET_ANNOTATION] = str(target)
     if not annotations:
         isvc["metadata"].pop("annotations", None)
 

@@ -39,6 +39,7 @@ from nbhelpers.findings.model import Finding, Severity
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.metrics.series import MetricData
 from nbhelpers.sources import kinds, kube
+from nbhelpers.util.times import duration_seconds
 
 STEP = StepInfo(
     "timeouts",
@@ -135,7 +136,7 @@ def _client(evidence: Evidence, path: Chain) -> None:
         )
         return
     else:
-        seconds, source = chain.parse_duration(text), f"annotation {CLIENT_TIMEOUT_ANNOTATION}"
+        seconds, source = duration_seconds(text), f"annotation {CLIENT_TIMEOUT_ANNOTATION}"
     if seconds is None:
         path.notes.append(f"client: annotation {CLIENT_TIMEOUT_ANNOTATION}={text!r} is not a duration; ignored")
         return
@@ -217,7 +218,7 @@ def _ingress(ingress: Mapping[str, Any], path: Chain) -> None:
     annotations = kube.annotations(ingress)
     ingress_class = _ingress_class(ingress)
     if ingress_class == "alb" or ALB_ATTRIBUTES in annotations:
-        idle = chain.parse_duration(chain.parse_alb_attributes(annotations.get(ALB_ATTRIBUTES, "")).get(ALB_IDLE_KEY))
+        idle = duration_seconds(chain.parse_alb_attributes(annotations.get(ALB_ATTRIBUTES, "")).get(ALB_IDLE_KEY))
         source = (
             f"annotation {ALB_ATTRIBUTES}: {ALB_IDLE_KEY}={idle:g}"
             if idle is not None
@@ -229,7 +230,7 @@ def _ingress(ingress: Mapping[str, Any], path: Chain) -> None:
         )
         path.placed.append(Placed(layer, ingress))
     elif "nginx" in ingress_class or any(key.startswith("nginx.ingress.kubernetes.io/") for key in annotations):
-        read = chain.parse_duration(annotations.get(NGINX_READ))
+        read = duration_seconds(annotations.get(NGINX_READ))
         source = (
             f"annotation {NGINX_READ}"
             if read is not None
@@ -240,7 +241,7 @@ def _ingress(ingress: Mapping[str, Any], path: Chain) -> None:
             "ingress-nginx proxy-read-timeout", chain.EDGE, "ingress", chain.IDLE, seconds, source, read is None, ref
         )
         path.placed.append(Placed(layer, ingress))
-        send = chain.parse_duration(annotations.get(NGINX_SEND))
+        send = duration_seconds(annotations.get(NGINX_SEND))
         path.notes.append(
             f"ingress-nginx proxy-send-timeout on {ref}: "
             + (f"{send:g} s (annotation)" if send is not None else f"default {chain.NGINX_PROXY_DEFAULT:g} s")
@@ -280,7 +281,7 @@ def _http_route(evidence: Evidence, route: Mapping[str, Any], path: Chain) -> No
     for index, rule in enumerate(kube.spec(route).get("rules") or []):
         timeouts = rule.get("timeouts") or {}
         for key in ("request", "backendRequest"):
-            seconds = chain.parse_duration(timeouts.get(key))
+            seconds = duration_seconds(timeouts.get(key))
             if seconds == 0:
                 disabled = True  # "0s" disables the timeout (Gateway API)
             elif seconds is not None:
@@ -319,7 +320,7 @@ def _http_route(evidence: Evidence, route: Mapping[str, Any], path: Chain) -> No
 def _virtual_service(service: Mapping[str, Any], path: Chain) -> None:
     values: list[tuple[float, str]] = []
     for index, http in enumerate(kube.spec(service).get("http") or []):
-        seconds = chain.parse_duration(http.get("timeout"))
+        seconds = duration_seconds(http.get("timeout"))
         if seconds:  # "0s" disables it, as an absent timeout does
             values.append((seconds, f"spec.http[{index}].timeout"))
     if values:
@@ -342,7 +343,7 @@ def _virtual_service(service: Mapping[str, Any], path: Chain) -> None:
 
 
 def _isvc_timeout(evidence: Evidence) -> float | None:
-    return chain.parse_duration((kube.spec(evidence.isvc).get("predictor") or {}).get("timeout"))
+    return duration_seconds((kube.spec(evidence.isvc).get("predictor") or {}).get("timeout"))
 
 
 def _kserve_owned(obj: Mapping[str, Any]) -> bool:
@@ -355,7 +356,7 @@ def _config_defaults(evidence: Evidence) -> Mapping[str, str]:
 
 
 def max_revision_timeout(evidence: Evidence) -> float:
-    value = chain.parse_duration(_config_defaults(evidence).get("max-revision-timeout-seconds"))
+    value = duration_seconds(_config_defaults(evidence).get("max-revision-timeout-seconds"))
     return value if value is not None else chain.KNATIVE_MAX_REVISION_DEFAULT
 
 
@@ -371,8 +372,8 @@ def _knative(evidence: Evidence, path: Chain) -> None:
     # webhook writes config-defaults' revision-timeout-seconds.
     isvc_timeout = _isvc_timeout(evidence)
     config_name = f"{evidence.site.knative_namespace}/config-defaults"
-    timeout = chain.parse_duration(spec.get("timeoutSeconds"))
-    configured = chain.parse_duration(defaults.get("revision-timeout-seconds"))
+    timeout = duration_seconds(spec.get("timeoutSeconds"))
+    configured = duration_seconds(defaults.get("revision-timeout-seconds"))
     default = configured if configured is not None else chain.KNATIVE_REVISION_DEFAULT
     if timeout is not None:
         is_default = isvc_timeout is None and timeout == default
@@ -403,10 +404,10 @@ def _knative(evidence: Evidence, path: Chain) -> None:
         ),
         ("idleTimeoutSeconds", "revision-idle-timeout-seconds", "idleTimeoutSeconds", chain.IDLE),
     ):
-        seconds = chain.parse_duration(spec.get(key))
+        seconds = duration_seconds(spec.get(key))
         source = f"spec.{key}"
         if seconds is None:
-            seconds = chain.parse_duration(defaults.get(config_key))
+            seconds = duration_seconds(defaults.get(config_key))
             source = f"{config_name} {config_key}"
         if seconds:  # 0 or absent: no such limit
             extra = Layer(f"Knative revision {name}", chain.KNATIVE, "knative", kind, seconds, source, False, ref)
@@ -703,7 +704,7 @@ class _Judge:
             for rule in obj["spec"].get("rules") or []:
                 timeouts = rule.setdefault("timeouts", {})
                 for key in ("request", "backendRequest"):
-                    current = chain.parse_duration(timeouts.get(key))
+                    current = duration_seconds(timeouts.get(key))
                     if key == "request" or (current is not None and current < target):
                         timeouts[key] = f"{target}s"
 
@@ -723,7 +724,7 @@ class _Judge:
 
         def set_timeout(obj: common.KubeObject) -> None:
             for http in obj["spec"].get("http") or []:
-                current = chain.parse_duration(http.get("timeout"))
+                current = duration_seconds(http.get("timeout"))
                 if current and current < target:
                     http["timeout"] = f"{target}s"
 

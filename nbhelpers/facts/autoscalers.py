@@ -21,6 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbhelpers.evidence.model import Evidence
+from nbhelpers.models.kpa import (
+    KNATIVE_CLASS_ANNOTATION,
+    KNATIVE_HPA_CLASS,
+    KNATIVE_KPA_CLASS,
+    KNATIVE_MAX_SCALE_KEYS,
+    KNATIVE_METRIC_ANNOTATION,
+    KNATIVE_MIN_SCALE_KEYS,
+    KNATIVE_TARGET_ANNOTATION,
+)
 from nbhelpers.sources import kinds, kube
 
 KubeObject = dict[str, Any]
@@ -43,26 +52,6 @@ API_BY_SOURCE: Mapping[str, str] = {
 # The APIService object that registers each API (the version every HPA controller asks for).
 API_SERVICE_NAMES: Mapping[str, str] = {api: f"v1beta1.{api}" for api in API_BY_SOURCE.values()}
 
-KNATIVE_CLASS_ANNOTATION = "autoscaling.knative.dev/class"
-KNATIVE_KPA_CLASS = "kpa.autoscaling.knative.dev"
-KNATIVE_HPA_CLASS = "hpa.autoscaling.knative.dev"
-KNATIVE_METRIC_ANNOTATION = "autoscaling.knative.dev/metric"
-KNATIVE_TARGET_ANNOTATION = "autoscaling.knative.dev/target"
-KNATIVE_UTILIZATION_ANNOTATION = "autoscaling.knative.dev/target-utilization-percentage"
-KNATIVE_WINDOW_ANNOTATION = "autoscaling.knative.dev/window"
-KNATIVE_UTILIZATION_DEFAULT = 0.7  # config-autoscaler container-concurrency-target-percentage
-# Knative reads the kebab-case key first and still honours the legacy camelCase one.
-KNATIVE_MIN_SCALE_KEYS = ("autoscaling.knative.dev/min-scale", "autoscaling.knative.dev/minScale")
-KNATIVE_MAX_SCALE_KEYS = ("autoscaling.knative.dev/max-scale", "autoscaling.knative.dev/maxScale")
-# behavior.scaleUp as the API server defaults it (autoscaling/v2 GenerateHPAScaleUpRules).
-HPA_DEFAULT_SCALE_UP: Mapping[str, Any] = {
-    "stabilizationWindowSeconds": 0,
-    "selectPolicy": "Max",
-    "policies": [
-        {"type": "Pods", "value": 4, "periodSeconds": 15},
-        {"type": "Percent", "value": 100, "periodSeconds": 15},
-    ],
-}
 KEDA_HPA_PREFIX = "keda-hpa-"
 # KEDA triggers that read the resource metrics API instead of KEDA's own external metrics server.
 KEDA_RESOURCE_TRIGGERS = frozenset({"cpu", "memory"})

@@ -33,10 +33,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from nbhelpers.facts.timeout_path import parse_duration
 from nbhelpers.models.load_time import nearest_rank
 from nbhelpers.sources import kube
-from nbhelpers.util.times import format_time, parse_k8s_time
+from nbhelpers.util.times import duration_seconds, format_time, parse_k8s_time
 
 CREATED = "created"
 SCHEDULED = "scheduled"
@@ -197,7 +196,7 @@ def measure_pod(
         ):
             found[PULLED] = first
             pulled = _PULLED.search(_message(event))
-            pull_seconds = parse_duration(pulled.group(2)) if pulled else None
+            pull_seconds = duration_seconds(pulled.group(2)) if pulled else None
             cached = _PRESENT.search(_message(event)) is not None
     if scheduled_at is not None:
         found[SCHEDULED] = scheduled_at

@@ -17,7 +17,6 @@ the first byte.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -157,25 +156,6 @@ class Attribution:
 
 
 # --- parsing ---------------------------------------------------------------------------------------
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
-_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-
-
-def parse_duration(text: object) -> float | None:
-    """Seconds from a Go / Gateway API / protobuf duration (``1m30s``, ``500ms``, ``30s``) or a bare number of
-    seconds (``"120"``, ``120``). None for anything else."""
-    if isinstance(text, bool) or text is None:
-        return None
-    if isinstance(text, int | float):
-        return float(text)
-    value = str(text).strip()
-    if re.fullmatch(r"\d+(?:\.\d+)?", value):
-        return float(value)
-    parts = _DURATION_PART.findall(value)
-    if not parts or "".join(number + unit for number, unit in parts) != value:
-        return None
-    return sum(float(number) * _SECONDS[unit] for number, unit in parts)
 
 
 def format_seconds(seconds: float) -> str:

@@ -36,8 +36,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbhelpers.facts.autoscalers import (
-    HPA_DEFAULT_SCALE_UP,
+from nbhelpers.models.hpa import HPA_DEFAULT_SCALE_UP
+from nbhelpers.models.kpa import (
     KNATIVE_METRIC_ANNOTATION,
     KNATIVE_TARGET_ANNOTATION,
     KNATIVE_UTILIZATION_DEFAULT,

@@ -68,6 +68,15 @@ from typing import Any, Literal
 from nbhelpers.errors import RunbookError
 from nbhelpers.util.quantities import parse_quantity
 
+# behavior.scaleUp as the API server defaults it (autoscaling/v2 GenerateHPAScaleUpRules).
+HPA_DEFAULT_SCALE_UP: Mapping[str, Any] = {
+    "stabilizationWindowSeconds": 0,
+    "selectPolicy": "Max",
+    "policies": [
+        {"type": "Pods", "value": 4, "periodSeconds": 15},
+        {"type": "Percent", "value": 100, "periodSeconds": 15},
+    ],
+}
 DEFAULT_TOLERANCE = 0.1  # --horizontal-pod-autoscaler-tolerance
 DOWNSCALE_STABILIZATION_SECONDS = 300  # --horizontal-pod-autoscaler-downscale-stabilization
 DEFAULT_CPU_UTILIZATION = 80  # autoscaling.DefaultCPUUtilization

@@ -80,20 +80,23 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from nbhelpers.errors import RunbookError
-from nbhelpers.facts.autoscalers import (
-    KNATIVE_CLASS_ANNOTATION,
-    KNATIVE_HPA_CLASS,
-    KNATIVE_KPA_CLASS,
-    KNATIVE_MAX_SCALE_KEYS,
-    KNATIVE_METRIC_ANNOTATION,
-    KNATIVE_MIN_SCALE_KEYS,
-    KNATIVE_TARGET_ANNOTATION,
-    KNATIVE_UTILIZATION_DEFAULT,
-)
-from nbhelpers.facts.timeout_path import parse_duration
 from nbhelpers.sources import kube
+from nbhelpers.util.times import duration_seconds
 
 _T = TypeVar("_T")
+
+# Knative autoscaling annotations and the defaults of config-autoscaler, as Knative Serving reads them.
+KNATIVE_CLASS_ANNOTATION = "autoscaling.knative.dev/class"
+KNATIVE_KPA_CLASS = "kpa.autoscaling.knative.dev"
+KNATIVE_HPA_CLASS = "hpa.autoscaling.knative.dev"
+KNATIVE_METRIC_ANNOTATION = "autoscaling.knative.dev/metric"
+KNATIVE_TARGET_ANNOTATION = "autoscaling.knative.dev/target"
+KNATIVE_UTILIZATION_ANNOTATION = "autoscaling.knative.dev/target-utilization-percentage"
+KNATIVE_WINDOW_ANNOTATION = "autoscaling.knative.dev/window"
+KNATIVE_UTILIZATION_DEFAULT = 0.7  # config-autoscaler container-concurrency-target-percentage
+# Knative reads the kebab-case key first and still honours the legacy camelCase one.
+KNATIVE_MIN_SCALE_KEYS = ("autoscaling.knative.dev/min-scale", "autoscaling.knative.dev/minScale")
+KNATIVE_MAX_SCALE_KEYS = ("autoscaling.knative.dev/max-scale", "autoscaling.knative.dev/maxScale")
 
 CONCURRENCY = "concurrency"
 RPS = "rps"
@@ -648,7 +651,7 @@ def _parse_bool(text: str, what: str) -> bool:
 
 def _parse_duration(text: str, what: str) -> float:
     """A Go duration (``30s``, ``1m30s``, ``0``); a bare number other than 0 has no unit and is refused."""
-    seconds = parse_duration(text)
+    seconds = duration_seconds(text)
     if seconds is None or (re.fullmatch(r"\d+(?:\.\d+)?", text) and float(text) != 0):
         raise RunbookError(f"{what}: {text!r} is not a duration such as 30s or 1m")
     return seconds

@@ -10,8 +10,19 @@ from datetime import datetime, timedelta, timezone
 from nbhelpers.errors import RunbookError
 
 MAX_WINDOW = timedelta(days=7)
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d|w)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|us|µs|ns|s|m|h|d|w)")
+_BARE_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_UNIT_SECONDS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+    "w": 604800.0,
+}
 
 
 @dataclass(frozen=True)
@@ -32,23 +43,37 @@ class Window:
         return {"start": format_time(self.start), "end": format_time(self.end)}
 
 
+def duration_seconds(value: object) -> float | None:
+    """Seconds from a duration as clusters and people write it, or None when ``value`` is not one.
+
+    Accepts Go / Prometheus / Gateway API forms (``90s``, ``1h30m``, ``500ms``, ``2d``), a bare number of
+    seconds (``"120"``, ``120``, ``0.5``). Annotations and ConfigMaps hold either form.
+    """
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value) if math.isfinite(value) else None
+    text = str(value).strip()
+    if _BARE_SECONDS.fullmatch(text):
+        return float(text)
+    position, total = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != position:
+            return None
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        position = match.end()
+    if not text or position != len(text) or not math.isfinite(total):
+        return None
+    return total
+
+
 def parse_duration(text: str) -> timedelta:
-    """Parse a Prometheus/Go style duration such as ``90s``, ``1h30m`` or ``2d``."""
-    cleaned = text.strip()
-    position = 0
-    total = 0.0
-    if cleaned.isascii() and cleaned.isdigit():  # str.isdigit alone accepts "²", which int() refuses
-        total, position = float(cleaned), len(cleaned)
-    else:
-        for match in _DURATION_PART.finditer(cleaned):
-            if match.start() != position:
-                break
-            total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-            position = match.end()
-    if not cleaned or position != len(cleaned):
+    """A duration given by the user (``90s``, ``15m``, ``1h30m``, ``2d``); ``RunbookError`` when it is not one."""
+    seconds = duration_seconds(text)
+    if seconds is None:
         raise RunbookError(f"bad duration {text!r}: use a number with a unit, e.g. 90s, 15m, 2h, 1h30m")
     try:
-        return timedelta(seconds=total)
+        return timedelta(seconds=seconds)
     except OverflowError:
         raise RunbookError(f"duration {text!r} is too long") from None
 

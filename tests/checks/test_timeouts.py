@@ -23,6 +23,7 @@ from nbhelpers.evidence.model import SiteConfig
 from nbhelpers.facts import timeout_path as chain
 from nbhelpers.findings.model import Severity
 from nbhelpers.metrics import catalog
+from nbhelpers.util.times import duration_seconds
 
 ISVC_REF = "InferenceService.serving.kserve.io/llm/vllm-llm"
 REVISION_REF = "Revision.serving.knative.dev/llm/vllm-llm-predictor-00001"
@@ -407,12 +408,12 @@ def test_every_routing_read_forbidden_is_missing_evidence() -> None:
     [("60", 60.0), (120, 120.0), ("30s", 30.0), ("1m30s", 90.0), ("500ms", 0.5), ("1h", 3600.0), ("0s", 0.0)],
 )
 def test_parse_duration(text: object, seconds: float) -> None:
-    assert chain.parse_duration(text) == seconds
+    assert duration_seconds(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["", "abc", "30x", "1m junk", None, True])
 def test_parse_duration_rejects_non_durations(text: object) -> None:
-    assert chain.parse_duration(text) is None
+    assert duration_seconds(text) is None
 
 
 def _layer(name: str, tier: int, seconds: float | None, role: str = "ingress", **options: Any) -> chain.Layer:
