@@ -31,11 +31,9 @@ from typing import Any
 
 import yaml
 
-from nbhelpers.checks import cold_start as cold_start_step
-from nbhelpers.checks import timeouts as timeouts_step
 from nbhelpers.errors import EvidenceMissing, RunbookError, StepSkipped
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import common, engine
+from nbhelpers.facts import cold_starts, common, engine, timeout_layers
 from nbhelpers.facts import scaling as scale_facts
 from nbhelpers.facts.autoscalers import HPA, POD_AUTOSCALER, Autoscaler, resolve
 from nbhelpers.metrics import series
@@ -362,7 +360,7 @@ def _held_while_scaled_to_zero(
     :data:`FOLLOWING_SECONDS` is used when it is higher. None when nothing was held."""
     if common.effective_mode(evidence) != common.SERVERLESS:
         return None
-    timeline = cold_start_step.pod_timeline(evidence)
+    timeline = cold_starts.pod_timeline(evidence)
     if timeline is None:
         return None
     created = sorted(
@@ -401,7 +399,7 @@ def _clock(moment: float) -> str:
 
 
 def _cold_start(evidence: Evidence) -> tuple[float, str]:
-    sizing = cold_start_step.cold_starts(evidence).sizing()
+    sizing = cold_starts.cold_starts(evidence).sizing()
     if sizing is None:
         return 0.0, "not measured (no pod's start was seen and the model's load time cannot be estimated)"
     seconds, how, estimated = sizing
@@ -412,7 +410,7 @@ def _timeout(evidence: Evidence, client_timeout: float | None) -> tuple[float, s
     """The shortest finite timeout on the request's path (the layer that gives up first)."""
     if client_timeout is not None:
         return client_timeout, "the client timeout given as a parameter"
-    layers = [layer for layer in timeouts_step.collect(evidence).layers if layer.seconds is not None]
+    layers = [layer for layer in timeout_layers.collect(evidence).layers if layer.seconds is not None]
     if layers:
         shortest = min(layers, key=lambda layer: layer.seconds or 0.0)
         assert shortest.seconds is not None

@@ -634,7 +634,7 @@ def _routes_of_service(evidence: Evidence, host: str) -> list[Route]:
             or _owned_by_isvc(obj, isvc)
             or kube.labels(obj).get(kube.ISVC_LABEL) == isvc
             or common.predictor_name(evidence) in route.backends
-            or (host and any(host_matches(pattern, host) for pattern in route.hosts if pattern not in ("", "*")))
+            or (host and any(common.host_matches(pattern, host) for pattern in route.hosts if pattern not in ("", "*")))
         ):
             routes.append(route)
     return routes
@@ -701,16 +701,6 @@ def _ingress(ingress: Mapping[str, Any]) -> Route:
     return Route(ingress, tuple(hosts), tuple(backends), ())
 
 
-def host_matches(pattern: str, host: str) -> bool:
-    """Istio / Gateway API / Ingress host matching: exact, ``*`` or a ``*.suffix`` wildcard."""
-    pattern = pattern.rpartition("/")[2].lower()
-    if pattern in ("", "*"):
-        return True
-    if pattern.startswith("*."):
-        return host.endswith(pattern[1:]) and host != pattern[2:]
-    return pattern == host
-
-
 def _find_gateway(evidence: Evidence, kind: kinds.Kind, namespace: str, name: str) -> Mapping[str, Any] | None:
     return next(
         (g for g in evidence.of(kind) if kube.namespace(g) == namespace and kube.name(g) == name),
@@ -739,7 +729,7 @@ def _gateway_problems(evidence: Evidence, routes: list[Route], host: str) -> lis
                 continue
             hosts = _gateway_hosts(gateway, section)
             local = name.endswith("local-gateway")
-            if host and not local and hosts and not any(host_matches(h, host) for h in hosts):
+            if host and not local and hosts and not any(common.host_matches(h, host) for h in hosts):
                 findings.append(_gateway_host_mismatch(evidence, route, gateway, hosts, host))
     return findings
 
@@ -838,7 +828,7 @@ def _host_mismatch(evidence: Evidence, routes: list[Route], host: str) -> Findin
     with_hosts = [route for route in routes if route.obj.get("kind") != "Ingress" or route.hosts]
     if not host or not with_hosts:
         return None
-    if any(not route.hosts or any(host_matches(h, host) for h in route.hosts) for route in with_hosts):
+    if any(not route.hosts or any(common.host_matches(h, host) for h in route.hosts) for route in with_hosts):
         return None
     primary = next(
         (r for r in with_hosts if common.controller_owner(r.obj) is None and kube.name(r.obj) == evidence.target.isvc),

@@ -465,3 +465,13 @@ def set_flag(args: Sequence[str], flag: str, value: str) -> list[str]:
     if not placed:
         result.append(f"{flag}={value}")
     return result
+
+
+def host_matches(pattern: str, host: str) -> bool:
+    """Istio / Gateway API / Ingress host matching: exact, ``*`` or a ``*.suffix`` wildcard."""
+    pattern = pattern.rpartition("/")[2].lower()
+    if pattern in ("", "*"):
+        return True
+    if pattern.startswith("*."):
+        return host.endswith(pattern[1:]) and host != pattern[2:]
+    return pattern == host

@@ -489,7 +489,7 @@ def hpa_chart(evidence: Evidence, incident: Window | None = None, interactive: b
 
 
 def _cold_starts(evidence: Evidence) -> list[PodPhases]:
-    from nbhelpers.checks.cold_start import cold_starts
+    from nbhelpers.facts.cold_starts import cold_starts
 
     return list(cold_starts(evidence).pods)
 

@@ -17,6 +17,7 @@ from check_cases import apply_patch, codes, evidence_of, load_case, only, seriou
 
 from nbhelpers.checks import cold_start
 from nbhelpers.errors import EvidenceMissing, StepSkipped
+from nbhelpers.facts import cold_starts
 from nbhelpers.findings.model import Finding, Severity
 from nbhelpers.metrics import catalog
 from nbhelpers.sources import kube
@@ -314,14 +315,14 @@ def test_warm_replica_with_a_fast_cold_start_is_healthy() -> None:
     objects = load_case(SERVERLESS, "checks/healthy/cold_start_warm_replica.yaml")
     metrics = _metrics(pod_ready=[_series(_spans((0, 31.67, 1), (31.67, 60, 2)))])
     assert _run(objects, metrics) == []
-    measured = cold_start.cold_starts(evidence_of(objects))
+    measured = cold_starts.cold_starts(evidence_of(objects))
     assert measured.totals is not None and measured.totals.maximum == 100
 
 
 def test_raw_deployment_never_scales_to_zero() -> None:
     objects = load_case(RAW, "checks/healthy/cold_start_raw_min_zero.yaml")
     assert _run(objects) == []
-    settings = cold_start.ScaleSettings(evidence_of(objects))
+    settings = cold_starts.ScaleSettings(evidence_of(objects))
     assert settings.zero_allowed() == (False, "RawDeployment: KServe never scales the predictor to zero")
 
 
@@ -329,7 +330,7 @@ def test_pod_that_waited_for_a_node_within_the_deadline_is_healthy() -> None:
     objects = load_case(SERVERLESS, "checks/healthy/cold_start_node_wait.yaml")
     evidence = evidence_of(objects)
     assert cold_start.run(evidence) == []
-    waited = next(pod for pod in cold_start.cold_starts(evidence).pods if pod.pod.endswith("w8d2l"))
+    waited = next(pod for pod in cold_starts.cold_starts(evidence).pods if pod.pod.endswith("w8d2l"))
     assert waited.waited_for_node and waited.total == 510
     assert waited.phases()[0] == ("created → scheduled", 230.0)
 

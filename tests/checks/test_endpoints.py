@@ -10,6 +10,7 @@ from check_cases import apply_patch, assert_valid_patch, codes, evidence_of, loa
 
 from nbhelpers.checks import endpoints
 from nbhelpers.errors import EvidenceMissing, StepSkipped
+from nbhelpers.facts import common
 from nbhelpers.findings.model import Severity
 
 ISVC_REF = "InferenceService.serving.kserve.io/llm/vllm-llm"
@@ -299,7 +300,7 @@ def test_http_route_rejected_for_its_hostname() -> None:
     ],
 )
 def test_host_matching(pattern: str, host: str, expected: bool) -> None:
-    assert endpoints.host_matches(pattern, host.lower() if expected else host) is expected
+    assert common.host_matches(pattern, host.lower() if expected else host) is expected
 
 
 # --- coverage ---------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from check_cases import apply_patch, codes, evidence_of, json_merge_patch, load_
 from nbhelpers.checks import timeouts
 from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.evidence.model import SiteConfig
+from nbhelpers.facts import timeout_layers
 from nbhelpers.facts import timeout_path as chain
 from nbhelpers.findings.model import Severity
 from nbhelpers.metrics import catalog
@@ -367,7 +368,7 @@ def test_healthy_fixtures_have_no_timeout_problem(case: str) -> None:
 
 
 def test_ordered_chain_reads_every_layer_with_its_source() -> None:
-    path = timeouts.collect(evidence_of(load_case(SERVERLESS, "checks/healthy/timeouts_ordered.yaml")))
+    path = timeout_layers.collect(evidence_of(load_case(SERVERLESS, "checks/healthy/timeouts_ordered.yaml")))
     assert [layer.describe() for layer in path.layers] == [
         f"client on {ISVC_REF}: 900 s request (annotation kserve-runbook/client-timeout)",
         "VirtualService route on VirtualService.networking.istio.io/llm/vllm-llm: no timeout (no timeout: Istio's "
