@@ -805,16 +805,13 @@ def whatif_from_parameters(
     client_timeout: str = "",
     kserve_namespace: str = "kserve",
     knative_namespace: str = "knative-serving",
-    interactive: bool = False,
 ) -> WhatIfResult:
     """Read the evidence once (a bundle, a shipped scenario, or a live cluster) and replay current vs proposed.
 
     Numbers set to 0 and empty strings mean "use the recommendation"; ``stabilization`` is the only one where
     an explicit ``0s`` is a proposal of its own (no stabilization)."""
-    from nbhelpers.notebook import display
     from nbhelpers.triage import TriageParams, collect, incident_window
 
-    display.STATIC = not interactive
     if bundle and scenario:
         raise RunbookError("give either bundle or scenario, not both")
     if not (bundle or scenario or namespace or isvc):

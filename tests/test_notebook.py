@@ -180,16 +180,27 @@ def test_headless_renders_static_charts_and_the_panel_runs_a_given_target(
 ) -> None:
     monkeypatch.delenv(PROGRESS_FILE_ENV, raising=False)
     monkeypatch.delenv(SESSION_ENV, raising=False)
-    monkeypatch.setattr(display, "STATIC", False)
     bundle = write_bundle_files(bundle_files([ISVC], "llm", "vllm-llm"), tmp_path / "bundle")
     headless = start_triage(bundle=str(bundle), symptom="503")
-    assert isinstance(headless, TriageResult) and display.STATIC is True
+    assert isinstance(headless, TriageResult)
 
     panel = start_triage(bundle=str(bundle), interactive=True, out_dir=str(tmp_path / "out"))
     assert isinstance(panel, TriagePanel) and panel.result is not None  # a target given: it ran once
     assert comparable(panel.result.to_json()) == comparable(headless.to_json())
     assert json.loads((tmp_path / "out" / "findings.json").read_text())["root_causes"] == list(headless.root_causes)
-    assert display.STATIC is True
+
+
+def test_display_shows_static_svg_charts_unless_asked_for_interactive_ones() -> None:
+    from nbhelpers.notebook.widgets import captured
+    from nbhelpers.scenarios import scenario_bundle
+    from nbhelpers.triage import run
+
+    result = run(TriageParams(bundle=str(scenario_bundle("host-oom"))))
+    static = captured(lambda: display.show_step(result, "resources"))  # headless runs and the report
+    assert any("image/svg+xml" in output["data"] for output in static)
+    assert not any("vegaEmbed" in str(output["data"]) for output in static)
+    live = captured(lambda: display.show_step(result, "resources", static=False))
+    assert not any("image/svg+xml" in output["data"] for output in live)
 
 
 def test_unknown_symptom_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

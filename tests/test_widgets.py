@@ -26,6 +26,7 @@ from nbhelpers.notebook.widgets import (
     PanelChoices,
     TriagePanel,
     TriageSession,
+    captured,
     chart_html,
     discover_services,
     initial_choices,
@@ -284,8 +285,7 @@ def _html_of(outputs: tuple[dict[str, object], ...]) -> str:
     return html.unescape("".join(str(output["data"].get("text/html", "")) for output in outputs))  # type: ignore[attr-defined]
 
 
-def test_panel_runs_a_scenario_and_renders_every_area(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(display, "STATIC", True)
+def test_panel_runs_a_scenario_and_renders_every_area() -> None:
     panel = TriagePanel(TriageParams())
     assert panel.source.value == SOURCE_SCENARIO and panel.cluster_box.layout.display == "none"
     panel.scenario.value = "host-oom"
@@ -300,7 +300,8 @@ def test_panel_runs_a_scenario_and_renders_every_area(monkeypatch: pytest.Monkey
     assert panel.progress.value == panel.progress.max and panel.progress.bar_style == "success"
     assert panel.statuses["resources"] == "findings" and panel.statuses["metric_pipeline"] == "skipped"
     assert not panel.run_all_button.disabled
-    assert display.STATIC is True  # interactive charts only inside the panel
+    outside = captured(lambda: display.show_step(result, "resources"))  # interactive charts only inside the panel
+    assert "vegaEmbed" not in _html_of(outside) and any("image/svg+xml" in o["data"] for o in outside)
 
     charts = _html_of(panel.step_areas["resources"].outputs)
     assert "window.vegaEmbed(" in charts and "src=" not in charts and "cdn." not in charts

@@ -27,13 +27,12 @@ from typing import Any, TextIO
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.gather import require_isvc
 from nbhelpers.evidence.model import Target
+from nbhelpers.notebook import ERROR_FILE_ENV, PROGRESS_FILE_ENV
 from nbhelpers.triage import TriageParams, incident_window, opened_sources
 from nbhelpers.util.paths import runbook_path
 from nbhelpers.util.times import parse_duration
 
 # The CLI and the notebook kernel talk through files named by these variables (see nbhelpers.notebook).
-PROGRESS_FILE_ENV = "KSERVE_RUNBOOK_PROGRESS_FILE"
-ERROR_FILE_ENV = "KSERVE_RUNBOOK_ERROR_FILE"
 HEADERS_ENV = "KSERVE_RUNBOOK_PROMETHEUS_HEADERS"
 OUTPUT_FILES = ("triage.ipynb", "report.html", "findings.json", "summary.md")
 

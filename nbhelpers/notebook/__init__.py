@@ -32,7 +32,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from nbhelpers.cli.headless import ERROR_FILE_ENV, PROGRESS_FILE_ENV
 from nbhelpers.errors import RunbookError
 from nbhelpers.notebook import display
 from nbhelpers.render.report import write_atomic, write_outputs
@@ -44,6 +43,9 @@ if TYPE_CHECKING:
 
 Triage: TypeAlias = "TriageResult | TriagePanel"
 # Set by jupyter_server in the environment of kernels it starts for a notebook session; papermill does not set it.
+# Set by the CLI for a headless run: where the kernel writes step progress and, on failure, the one-line error.
+PROGRESS_FILE_ENV = "KSERVE_RUNBOOK_PROGRESS_FILE"
+ERROR_FILE_ENV = "KSERVE_RUNBOOK_ERROR_FILE"
 SESSION_ENV = "JPY_SESSION_NAME"
 
 
@@ -147,7 +149,6 @@ def start_triage(
         )
         if wants_panel(interactive, bool(namespace or isvc or bundle), os.environ):
             return open_panel(params, symptom, out_dir)
-        display.STATIC = True
         from IPython.display import HTML
 
         _show(HTML(reading_order_html(chosen)))  # type: ignore[no-untyped-call]

@@ -22,10 +22,10 @@ anchors are on the same page, so they work offline.
 Outputs that report.html rearranges carry :data:`ROLE_KEY` in their display
 metadata (see :func:`nbhelpers.render.report.render_html`).
 
-Charts: when :data:`STATIC` is true (headless papermill runs, i.e. the
-notebook parameter ``interactive`` is False) they are shown as SVG rendered by
-vl-convert, so report.html needs no JavaScript; otherwise as interactive
-altair charts with tooltips and an x-axis zoom.
+Charts: with ``static=True`` (the default: headless papermill runs and the
+report) they are shown as SVG rendered by vl-convert, so report.html needs no
+JavaScript; the widget panel passes ``static=False`` for interactive altair
+charts with tooltips and an x-axis zoom.
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ from nbhelpers.render.code_reference import anchor, reference_html
 from nbhelpers.triage import StepResult, TriageResult
 from nbhelpers.util.times import Window
 
-STATIC = True
 ROLE_KEY = report.ROLE_KEY
 HEADER_ROLE = report.HEADER_ROLE  # the report's first output; render_html adds the run parameters after it
 
@@ -94,11 +93,11 @@ def show_html(markup: str, metadata: dict[str, str] | None = None) -> None:
     _display(HTML(f'<div style="{_BOX}">{markup}</div>'), metadata=metadata)  # type: ignore[no-untyped-call]
 
 
-def show_chart(chart: Any) -> None:
-    """Static SVG under papermill/headless (``STATIC``), the interactive altair chart otherwise."""
+def show_chart(chart: Any, static: bool = True) -> None:
+    """A static SVG (headless runs and the report), or the interactive altair chart."""
     if chart is None:
         return
-    if STATIC:
+    if static:
         from IPython.display import SVG
 
         from nbhelpers.render.charts import to_svg
@@ -320,7 +319,7 @@ def _cause_link(code: str) -> str:
     )
 
 
-def show_coverage(result: TriageResult) -> None:
+def show_coverage(result: TriageResult, static: bool = True) -> None:
     """The report's opening: header, coverage line, verdict with impact, and the incident timeline chart."""
     target = f"{result.evidence.target.namespace}/{result.evidence.target.isvc}"
     show_html(header_html(result), metadata={ROLE_KEY: HEADER_ROLE, report.TARGET_KEY: target})
@@ -334,7 +333,7 @@ def show_coverage(result: TriageResult) -> None:
     )
     from nbhelpers.render.charts import incident_timeline
 
-    show_chart(incident_timeline(result.evidence, result.incident, interactive=not STATIC))
+    show_chart(incident_timeline(result.evidence, result.incident, interactive=not static), static)
 
 
 # ------------------------------------------------------------------------------------------- findings
@@ -465,7 +464,7 @@ def step_html(result: TriageResult, step_id: str) -> str:
     return "".join(parts)
 
 
-def show_step(result: TriageResult, step_id: str) -> None:
+def show_step(result: TriageResult, step_id: str, static: bool = True) -> None:
     """A step's question, status, findings with evidence and patches, and its charts (when it ran).
 
     A step that found nothing leaves out the panels the incident timeline already showed.
@@ -477,8 +476,8 @@ def show_step(result: TriageResult, step_id: str) -> None:
     from nbhelpers.render.charts import TIMELINE_PANELS, step_charts
 
     seen = TIMELINE_PANELS if status == "ok" else ()
-    for chart in step_charts(result.evidence, step_id, result.incident, interactive=not STATIC, skip=seen):
-        show_chart(chart)
+    for chart in step_charts(result.evidence, step_id, result.incident, interactive=not static, skip=seen):
+        show_chart(chart, static)
 
 
 # ---------------------------------------------------------------------------------------- the closing

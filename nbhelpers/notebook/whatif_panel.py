@@ -189,12 +189,13 @@ def _value_text(value: Any) -> str:
     return yaml.safe_dump(value, default_flow_style=True).strip() if isinstance(value, Mapping) else str(value)
 
 
-def show_whatif(result: WhatIfResult) -> None:
-    """Totals, the chart, and the patches of the proposal as YAML with their kubectl commands."""
+def show_whatif(result: WhatIfResult, static: bool = True) -> None:
+    """Totals, the chart (static SVG, or interactive in a live notebook), and the patches of the proposal as
+    YAML with their kubectl commands."""
     from nbhelpers.notebook.display import show_chart, show_html
 
     show_html(totals_html(result) + facts_html(result))
-    show_chart(whatif_chart(result))
+    show_chart(whatif_chart(result), static)
     if result.patches:
         show_html("<h3 style='margin:6px 0;'>Patches of the proposal</h3>" + patches_html(result))
 
@@ -246,7 +247,7 @@ def whatif_controls(result: WhatIfResult) -> Any:
         with output:
             output.clear_output(wait=True)
             try:
-                show_whatif(project(inputs, overrides))
+                show_whatif(project(inputs, overrides), static=False)
             except RunbookError as error:
                 print(f"cannot replay these settings: {error}")
 

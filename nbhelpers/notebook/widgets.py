@@ -377,16 +377,10 @@ def interactive_charts() -> Iterator[None]:
     """Display helpers show interactive altair charts drawn by the panel's own vega-embed."""
     import altair as alt
 
-    from nbhelpers.notebook import display
-
     if OFFLINE_RENDERER not in alt.renderers.names():
         alt.renderers.register(OFFLINE_RENDERER, _render_offline)
-    static, display.STATIC = display.STATIC, False
-    try:
-        with alt.renderers.enable(OFFLINE_RENDERER):
-            yield
-    finally:
-        display.STATIC = static
+    with alt.renderers.enable(OFFLINE_RENDERER):
+        yield
 
 
 def html_output(markup: str) -> dict[str, Any]:
@@ -814,9 +808,9 @@ class TriagePanel:
         if not self.chart_runtime.outputs:
             self.chart_runtime.outputs = (html_output(chart_runtime_html()),)
         with interactive_charts():
-            self.coverage_area.outputs = captured(partial(display.show_coverage, result))
+            self.coverage_area.outputs = captured(partial(display.show_coverage, result, static=False))
             for step_id in step_ids:
-                self.step_areas[step_id].outputs = captured(partial(display.show_step, result, step_id))
+                self.step_areas[step_id].outputs = captured(partial(display.show_step, result, step_id, static=False))
             self.root_causes_area.outputs = captured(partial(display.show_root_causes, result))
         for step in STEPS:
             self.statuses[step.id] = ran[step.id].status if step.id in ran else "not run"
