@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from nbhelpers import __version__
@@ -23,7 +23,7 @@ from nbhelpers.findings.model import Finding, Severity, apply_ignores, rank_root
 from nbhelpers.findings.steps import CheckFunction, StepInfo
 from nbhelpers.sources import kube
 from nbhelpers.sources.base import ClusterSource, MetricsSource
-from nbhelpers.util.times import Window, format_time, parse_duration, parse_time, resolve_window
+from nbhelpers.util.times import Window, format_duration, format_time, parse_duration, parse_time, resolve_window
 
 SCHEMA_ID = "kserve-runbook/findings/v1"
 IGNORE_ANNOTATION = "kserve-runbook/ignore"
@@ -32,29 +32,116 @@ Progress = Callable[[str, str], None]  # (event, message): event is "gather", "s
 
 @dataclass(frozen=True)
 class TriageParams:
-    """Everything a triage needs, as plain values (the notebook's parameters map onto these)."""
+    """One triage request, validated: durations are ``timedelta``, moments aware UTC ``datetime``.
+
+    Text enters once, at the edge (CLI options, notebook parameters, widget fields, webhook labels),
+    through :func:`params_from_text`; everything after it trusts these values. A bad combination
+    (``since`` with ``start``/``end``, half an incident) is refused here with a one-line error.
+    """
 
     namespace: str = ""
     isvc: str = ""
+    bundle: str = ""
     kubeconfig: str = ""
     context: str = ""
-    bundle: str = ""
     prometheus: str = ""
     prometheus_token_env: str = ""
     prometheus_ca_file: str = ""
     prometheus_headers: tuple[str, ...] = ()
     prometheus_insecure: bool = False
-    since: str = ""
-    start: str = ""
-    end: str = ""
-    incident_start: str = ""
-    incident_end: str = ""
+    since: timedelta | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    incident_start: datetime | None = None
+    incident_end: datetime | None = None
     ignore: tuple[str, ...] = ()
-    deadline: str = ""
-    request_timeout: str = "30s"
-    client_timeout: str = ""
+    deadline: timedelta | None = None
+    request_timeout: timedelta = timedelta(seconds=30)
+    client_timeout: timedelta | None = None
     kserve_namespace: str = "kserve"
     knative_namespace: str = "knative-serving"
+
+    def __post_init__(self) -> None:
+        if self.since is not None and (self.start or self.end):
+            raise RunbookError("give either --since or --start/--end, not both")
+        if (self.start is None) != (self.end is None):
+            raise RunbookError("--start and --end go together")
+        if (self.incident_start is None) != (self.incident_end is None):
+            raise RunbookError("--incident-start and --incident-end go together")
+        if self.incident_start and self.incident_end and self.incident_start >= self.incident_end:
+            raise RunbookError("--incident-start must be before --incident-end")
+
+    @property
+    def incident(self) -> Window | None:
+        """The incident interval (shaded in charts, the timeline's focus), when one was given."""
+        if self.incident_start is None or self.incident_end is None:
+            return None
+        return Window(self.incident_start, self.incident_end)
+
+    def to_text(self) -> dict[str, str | bool]:
+        """The same request as text, the inverse of :func:`params_from_text` (papermill's parameters)."""
+        return {item.name: _field_text(getattr(self, item.name)) for item in fields(self)}
+
+
+def _field_text(value: object) -> str | bool:
+    if isinstance(value, bool):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, timedelta):
+        return format_duration(value)
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    if isinstance(value, tuple):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _from_text(name: str, kind: str, value: object) -> object:
+    """One field from its text form; ``kind`` is the field's annotation as written above."""
+    if kind == "bool":
+        return bool(value)
+    if kind == "tuple[str, ...]":
+        items = value.split(",") if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+        return tuple(str(item).strip() for item in items if str(item).strip())
+    text = str(value).strip()
+    if kind == "str":
+        return text
+    if kind.startswith("timedelta"):
+        if not text:
+            return None if kind.endswith("None") else timedelta(seconds=30)
+        return parse_duration(text)
+    if kind.startswith("datetime"):
+        return parse_time(text, _option(name)) if text else None
+    raise AssertionError(f"no text form for {name}: {kind}")  # a new field type needs a converter above
+
+
+def params_from_text(values: Mapping[str, object]) -> TriageParams:
+    """Build :class:`TriageParams` from text (the one place where durations and times are parsed).
+
+    ``values`` maps field names to what the user typed (empty means "not given"; tuples may come as
+    comma-separated text or as a sequence). ``RunbookError`` names the option for bad input.
+    """
+    known = {item.name: str(item.type) for item in fields(TriageParams)}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise RunbookError(f"unknown triage parameter(s): {', '.join(unknown)}")
+    converted: dict[str, Any] = {}
+    for name, value in values.items():
+        if name == "request_timeout" and not str(value).strip():
+            continue  # empty: the default
+        try:
+            converted[name] = _from_text(name, known[name], value)
+        except RunbookError as error:
+            raise RunbookError(f"{_option(name)}: {error}") from None
+    return TriageParams(**converted)
+
+
+TEXT_PARAMETERS: tuple[str, ...] = tuple(item.name for item in fields(TriageParams))
 
 
 @dataclass(frozen=True)
@@ -175,15 +262,15 @@ def open_sources(
 
     ``deadline`` (a ``time.monotonic()`` moment) bounds every live request: none is sent after it.
     """
-    timeout = parse_duration(params.request_timeout).total_seconds()
+    timeout = params.request_timeout.total_seconds()
     if params.bundle:
         from nbhelpers.sources.bundle import open_bundle
 
         cluster, bundle_metrics, manifest = open_bundle(params.bundle)
         target = Target(params.namespace or manifest.namespace, params.isvc or manifest.isvc)
         captured = manifest.captured_at
-        if params.since or params.start or params.end:
-            window = resolve_window(captured, params.since or None, params.start or None, params.end or None)
+        if params.since is not None or params.start or params.end:
+            window = resolve_window(captured, params.since, params.start, params.end)
         else:
             window = manifest.window
         metrics: MetricsSource | None = bundle_metrics if bundle_metrics.index else None
@@ -203,7 +290,7 @@ def open_live_sources(params: TriageParams, deadline: float | None = None) -> Sh
     """
     from nbhelpers.sources.cluster_live import LiveCluster
 
-    timeout = parse_duration(params.request_timeout).total_seconds()
+    timeout = params.request_timeout.total_seconds()
     live = LiveCluster(
         kubeconfig=params.kubeconfig or None,
         context=params.context or None,
@@ -212,7 +299,7 @@ def open_live_sources(params: TriageParams, deadline: float | None = None) -> Sh
     )
     try:
         now = datetime.now(timezone.utc)
-        window = resolve_window(now, params.since or None, params.start or None, params.end or None)
+        window = resolve_window(now, params.since, params.start, params.end)
         metrics = _live_metrics(params, timeout, deadline) if params.prometheus else None
     except BaseException:
         live.close()
@@ -243,20 +330,6 @@ def _live_metrics(params: TriageParams, timeout: float, deadline: float | None =
         timeout_seconds=timeout,
         deadline=deadline,
     )
-
-
-def incident_window(params: TriageParams) -> Window | None:
-    """The incident interval from ``--incident-start/--incident-end`` (both or neither)."""
-    if not (params.incident_start or params.incident_end):
-        return None
-    if not (params.incident_start and params.incident_end):
-        raise RunbookError("--incident-start and --incident-end go together")
-    incident = Window(
-        parse_time(params.incident_start, "--incident-start"), parse_time(params.incident_end, "--incident-end")
-    )
-    if incident.start >= incident.end:
-        raise RunbookError("--incident-start must be before --incident-end")
-    return incident
 
 
 def observed_at_for(cluster: ClusterSource, params: TriageParams, window: Window) -> datetime:
@@ -335,9 +408,7 @@ def collect(
             SiteConfig(
                 kserve_namespace=params.kserve_namespace,
                 knative_namespace=params.knative_namespace,
-                client_timeout_seconds=parse_duration(params.client_timeout).total_seconds()
-                if params.client_timeout
-                else None,
+                client_timeout_seconds=params.client_timeout.total_seconds() if params.client_timeout else None,
             ),
             progress=lambda message: notify("gather", message),
         )
@@ -354,8 +425,8 @@ def run(
     ``shared``: read through sources the caller already opened (``fleet``) instead of opening new ones.
     """
     now = clock or (lambda: datetime.now(timezone.utc))
-    incident = incident_window(params)
-    deadline = time.monotonic() + parse_duration(params.deadline).total_seconds() if params.deadline else None
+    incident = params.incident
+    deadline = time.monotonic() + params.deadline.total_seconds() if params.deadline else None
     evidence = collect(params, progress, shared, deadline)
     ignored = ignored_codes(params, evidence)
     steps: list[StepResult] = []

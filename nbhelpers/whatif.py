@@ -782,63 +782,41 @@ def _count(value: int | float, what: str) -> int | None:
     return int(value) or None
 
 
+# The what-if runbook's own parameters; the rest of its parameters cell is a triage request as text.
+WHATIF_ONLY = ("scenario", "min_replicas", "max_replicas", "scale_target", "stabilization", "pod_ready_delay")
+
+
 def whatif_from_parameters(
     *,
-    bundle: str = "",
     scenario: str = "",
-    namespace: str = "",
-    isvc: str = "",
-    kubeconfig: str = "",
-    context: str = "",
-    prometheus: str = "",
-    prometheus_token_env: str = "",
-    since: str = "",
-    start: str = "",
-    end: str = "",
-    incident_start: str = "",
-    incident_end: str = "",
     min_replicas: int = 0,
     max_replicas: int = 0,
     scale_target: float = 0,
     stabilization: str = "",
     pod_ready_delay: str = "",
     client_timeout: str = "",
-    kserve_namespace: str = "kserve",
-    knative_namespace: str = "knative-serving",
+    **triage_text: Any,
 ) -> WhatIfResult:
     """Read the evidence once (a bundle, a shipped scenario, or a live cluster) and replay current vs proposed.
 
+    ``triage_text``: the evidence to read, as the triage's text parameters (bundle, namespace, isvc, window...).
     Numbers set to 0 and empty strings mean "use the recommendation"; ``stabilization`` is the only one where
     an explicit ``0s`` is a proposal of its own (no stabilization)."""
-    from nbhelpers.triage import TriageParams, collect, incident_window
+    from nbhelpers.triage import collect, params_from_text
 
+    bundle = str(triage_text.get("bundle", ""))
     if bundle and scenario:
         raise RunbookError("give either bundle or scenario, not both")
-    if not (bundle or scenario or namespace or isvc):
+    if not (bundle or scenario or triage_text.get("namespace") or triage_text.get("isvc")):
         scenario = DEFAULT_SCENARIO
     incident: Window | None = None
     if scenario:
         from nbhelpers.scenarios import load_spec, scenario_bundle
 
-        bundle = str(scenario_bundle(scenario))
+        triage_text["bundle"] = str(scenario_bundle(scenario))
         incident = load_spec(scenario).timeline.incident
-    params = TriageParams(
-        namespace=namespace,
-        isvc=isvc,
-        kubeconfig=kubeconfig,
-        context=context,
-        bundle=bundle,
-        prometheus=prometheus,
-        prometheus_token_env=prometheus_token_env,
-        since=since,
-        start=start,
-        end=end,
-        incident_start=incident_start,
-        incident_end=incident_end,
-        kserve_namespace=kserve_namespace,
-        knative_namespace=knative_namespace,
-    )
-    incident = incident_window(params) or incident
+    params = params_from_text(triage_text)
+    incident = params.incident or incident
     text = str(stabilization).strip()
     overrides = Overrides(
         min_replicas=_count(min_replicas, "min_replicas"),

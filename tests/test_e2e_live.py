@@ -19,7 +19,7 @@ from fakeapi import FakeApiServer
 from promharness import PrometheusServer, prometheus_server  # noqa: F401  (pytest fixture)
 
 from nbhelpers.render.report import findings_schema
-from nbhelpers.triage import TriageParams, run
+from nbhelpers.triage import TriageParams, params_from_text, run
 
 pytestmark = pytest.mark.integration
 
@@ -103,13 +103,15 @@ def test_a_captured_bundle_gives_the_findings_of_the_live_run(
 ) -> None:
     fake_api.load(CLUSTER_FIXTURES / "common", CHECK_FIXTURES / "healthy" / "raw.yaml")
     fake_api.load(CHECK_FIXTURES / "PORT_MISMATCH" / "raw_vllm_default_port.yaml")
-    params = TriageParams(
-        kubeconfig=str(kubeconfig),
-        namespace="llm",
-        isvc="vllm-llm",
-        prometheus=prometheus_server.url,
-        start=FIXTURE_WINDOW[1],
-        end=FIXTURE_WINDOW[3],
+    params = params_from_text(
+        {
+            "kubeconfig": str(kubeconfig),
+            "namespace": "llm",
+            "isvc": "vllm-llm",
+            "prometheus": prometheus_server.url,
+            "start": FIXTURE_WINDOW[1],
+            "end": FIXTURE_WINDOW[3],
+        }
     )
     live = run(params)
     assert "PORT_MISMATCH" in live.root_causes

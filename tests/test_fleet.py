@@ -26,7 +26,7 @@ from promharness import PrometheusServer, prometheus_server  # noqa: F401  (pyte
 from nbhelpers.cli.fleet import FleetRequest, run_fleet
 from nbhelpers.errors import RunbookError
 from nbhelpers.render.report import findings_schema
-from nbhelpers.triage import TriageParams, run
+from nbhelpers.triage import params_from_text, run
 
 pytestmark = pytest.mark.integration
 
@@ -66,7 +66,9 @@ NAMESPACE_WIDE = (
 
 def request_for(kubeconfig: Path, out: Path, **options: Any) -> FleetRequest:
     namespace = options.pop("namespace", "")
-    triage = TriageParams(kubeconfig=str(kubeconfig), namespace=namespace, start=START, end=END, **options)
+    triage = params_from_text(
+        {"kubeconfig": str(kubeconfig), "namespace": namespace, "start": START, "end": END, **options}
+    )
     return FleetRequest(triage=triage, all_namespaces=not namespace, out=str(out))
 
 
@@ -165,8 +167,14 @@ def test_each_service_gets_the_findings_of_its_own_triage(
     run_fleet(request_for(kubeconfig, out))
     for entry in fleet_document(out)["services"]:
         alone = run(
-            TriageParams(
-                kubeconfig=str(kubeconfig), namespace=entry["namespace"], isvc=entry["isvc"], start=START, end=END
+            params_from_text(
+                {
+                    "kubeconfig": str(kubeconfig),
+                    "namespace": entry["namespace"],
+                    "isvc": entry["isvc"],
+                    "start": START,
+                    "end": END,
+                }
             )
         )
         assert comparable(service_findings(out, entry)) == comparable(alone.to_json()), entry["isvc"]
@@ -202,7 +210,11 @@ def test_each_further_service_costs_only_its_own_reads(
     run_fleet(request_for(kubeconfig, tmp_path / "two", namespace="team-b"))
     two_services = len(fleet_api.requests)
     fleet_api.clear_requests()
-    run(TriageParams(kubeconfig=str(kubeconfig), namespace="team-b", isvc="summarize", start=START, end=END))
+    run(
+        params_from_text(
+            {"kubeconfig": str(kubeconfig), "namespace": "team-b", "isvc": "summarize", "start": START, "end": END}
+        )
+    )
     one_triage = len(fleet_api.requests)
 
     copies = add_copies(fleet_api, "team-b", "summarize", 5)
@@ -383,13 +395,15 @@ def test_metrics_from_a_real_prometheus_reach_the_fleet_index(
     assert {"RESOURCES_HOST_OOMKILLED", "KV_CACHE_PRESSURE"} <= set(by_isvc["vllm-llm"]["root_causes"])
     assert by_isvc["vllm-llm"]["top_root_cause"] == "RESOURCES_HOST_OOMKILLED"
     alone = run(
-        TriageParams(
-            kubeconfig=str(kubeconfig),
-            namespace="llm",
-            isvc="vllm-llm",
-            prometheus=prometheus_server.url,
-            start=START,
-            end=END,
+        params_from_text(
+            {
+                "kubeconfig": str(kubeconfig),
+                "namespace": "llm",
+                "isvc": "vllm-llm",
+                "prometheus": prometheus_server.url,
+                "start": START,
+                "end": END,
+            }
         )
     )
     assert by_isvc["vllm-llm"]["root_causes"] == list(alone.root_causes)

@@ -33,7 +33,7 @@ from nbhelpers.models import load_time
 from nbhelpers.render.report import findings_json_bytes
 from nbhelpers.sources import kube
 from nbhelpers.sources.bundle import open_bundle, write_bundle_files
-from nbhelpers.triage import TriageParams, run
+from nbhelpers.triage import TriageParams, params_from_text, run
 from nbhelpers.util.quantities import parse_quantity, try_parse
 from nbhelpers.util.redaction import REDACTED, redact_objects, redact_text
 from nbhelpers.util.times import parse_duration, parse_k8s_time, parse_time, resolve_window
@@ -110,7 +110,9 @@ def test_timestamps_parse_or_raise_runbook_error(text: str) -> None:
 @given(st.one_of(st.none(), DURATION), st.one_of(st.none(), ISO_TIME), st.one_of(st.none(), ISO_TIME))
 def test_windows_resolve_or_raise_runbook_error(since: str | None, start: str | None, end: str | None) -> None:
     try:
-        window = resolve_window(NOW, since, start, end)
+        text = {name: value for name, value in (("since", since), ("start", start), ("end", end)) if value is not None}
+        params = params_from_text(text)
+        window = resolve_window(NOW, params.since, params.start, params.end)
     except RunbookError:
         return
     assert window.start < window.end <= NOW + timedelta(seconds=1)

@@ -26,7 +26,7 @@ from fakeapi import (
     write_kubeconfig,
 )
 
-from nbhelpers.triage import TriageParams, run
+from nbhelpers.triage import TriageParams, params_from_text, run
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +38,7 @@ WINDOW = {"start": "2026-01-15T11:00:00Z", "end": "2026-01-15T12:00:00Z"}
 def every_kind(fake_api: FakeApiServer, tmp_path: Path) -> Iterator[tuple[FakeApiServer, TriageParams]]:
     load_serverless_with_every_kind(fake_api)
     config = write_kubeconfig(tmp_path / "kubeconfig", fake_api.url)
-    yield fake_api, TriageParams(kubeconfig=str(config), namespace="llm", isvc="vllm-llm", **WINDOW)
+    yield fake_api, params_from_text({"kubeconfig": str(config), "namespace": "llm", "isvc": "vllm-llm", **WINDOW})
 
 
 def granted(rules: list[PolicyRule]) -> set[tuple[str, str]]:

@@ -22,6 +22,7 @@ from nbhelpers.notebook import (
     ERROR_FILE_ENV,
     PROGRESS_FILE_ENV,
     SESSION_ENV,
+    TRIAGE_NOTEBOOK_PARAMETERS,
     display,
     headers_from_env,
     split_codes,
@@ -79,6 +80,7 @@ def _code_cells(notebook: Any) -> list[Any]:
 def test_parameters_are_documented_for_papermill() -> None:
     inspected = papermill.inspect_notebook(str(RUNBOOK))
     assert {name: entry["inferred_type_name"] for name, entry in inspected.items()} == PARAMETERS
+    assert tuple(inspected) == TRIAGE_NOTEBOOK_PARAMETERS  # what start_triage accepts, in the same order
     for name, entry in inspected.items():
         assert len(entry["help"]) > 15, name
     assert inspected["interactive"]["default"] == "False"
@@ -99,10 +101,8 @@ def test_cells_hold_no_logic(committed: Any) -> None:
     assert code[0].metadata.get("tags") == ["parameters"]
     run_cell = ast.parse(code[1].source)
     calls = [node for node in ast.walk(run_cell) if isinstance(node, ast.Call)]
-    assert [ast.unparse(call.func) for call in calls] == ["start_triage"]
-    assert {keyword.arg: ast.unparse(keyword.value) for keyword in calls[0].keywords} == {
-        name: name for name in PARAMETERS
-    }
+    assert [ast.unparse(call.func) for call in calls] == ["start_triage", "parameters_from", "globals"]
+    assert ast.unparse(run_cell.body[-1]) == "triage = start_triage(**parameters_from(globals()))"
     assert code[2].source == "show_coverage(triage)"
     assert [cell.source for cell in code[3:-1]] == [f'show_step(triage, "{step.id}")' for step in STEPS]
     assert code[-1].source == "show_root_causes(triage)"

@@ -12,7 +12,7 @@ from builders import CAPTURED_AT, bundle_files
 from nbhelpers.checks import STEPS
 from nbhelpers.render.report import InvalidFindings, findings_schema, validate_findings
 from nbhelpers.sources.bundle import write_bundle_files
-from nbhelpers.triage import TriageParams, run
+from nbhelpers.triage import params_from_text, run
 
 MINIMAL: dict[str, Any] = {
     "schema": "kserve-runbook/findings/v1",
@@ -141,7 +141,9 @@ def test_real_triage_result_validates(tmp_path: Path) -> None:
     }
     bundle = write_bundle_files(bundle_files([isvc], "llm", "vllm-llm"), tmp_path / "bundle")
     result = run(
-        TriageParams(bundle=str(bundle), incident_start="2026-01-15T11:10:00Z", incident_end="2026-01-15T11:30:00Z")
+        params_from_text(
+            {"bundle": str(bundle), "incident_start": "2026-01-15T11:10:00Z", "incident_end": "2026-01-15T11:30:00Z"}
+        )
     )
     document = result.to_json()
     validate_findings(document)

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from nbhelpers.errors import RunbookError
+from nbhelpers.triage import params_from_text
 from nbhelpers.util.times import Window, parse_duration, parse_time, query_step_seconds, resolve_window
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=timezone.utc)
@@ -35,8 +36,14 @@ def test_times_need_an_offset() -> None:
         parse_time("yesterday")
 
 
+def window_from_text(now: datetime, **text: str) -> Window:
+    """The path user input takes: text parsed once into params, then resolved against "now"."""
+    params = params_from_text(text)
+    return resolve_window(now, params.since, params.start, params.end)
+
+
 def test_since_counts_back_from_now_and_defaults_to_one_hour() -> None:
-    assert resolve_window(NOW, since="2h") == Window(NOW - timedelta(hours=2), NOW)
+    assert window_from_text(NOW, since="2h") == Window(NOW - timedelta(hours=2), NOW)
     assert resolve_window(NOW) == Window(NOW - timedelta(hours=1), NOW)
 
 
@@ -53,7 +60,7 @@ def test_since_counts_back_from_now_and_defaults_to_one_hour() -> None:
 )
 def test_bad_windows_are_refused(options: dict[str, str], message: str) -> None:
     with pytest.raises(RunbookError, match=message):
-        resolve_window(NOW, **options)
+        window_from_text(NOW, **options)
 
 
 def test_step_keeps_under_prometheus_point_limit() -> None:

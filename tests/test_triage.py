@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ from nbhelpers.errors import EvidenceMissing, RunbookError, StepSkipped
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.findings.model import Finding, Severity
 from nbhelpers.sources.bundle import write_bundle_files
-from nbhelpers.triage import TriageParams, ignored_codes, run, run_step
+from nbhelpers.triage import TriageParams, ignored_codes, params_from_text, run, run_step
+from nbhelpers.util.times import Window
 
 ISVC = {
     "apiVersion": "serving.kserve.io/v1beta1",
@@ -106,7 +108,7 @@ def test_run_refuses_bad_input_with_one_line(tmp_path: Path) -> None:
     with pytest.raises(RunbookError, match=r"InferenceService 'nope' not found in namespace 'llm' \(existing: x\)"):
         run(TriageParams(bundle=str(bundle), isvc="nope"))
     with pytest.raises(RunbookError, match="window ends in the future"):
-        run(TriageParams(bundle=str(bundle), start="2026-01-15T11:00:00Z", end="2026-01-16T11:00:00Z"))
+        run(params_from_text({"bundle": str(bundle), "start": "2026-01-15T11:00:00Z", "end": "2026-01-16T11:00:00Z"}))
     with pytest.raises(RunbookError, match="--namespace and --isvc are required"):
         run(TriageParams())
 
@@ -116,3 +118,39 @@ def test_ignores_come_from_the_flag_and_the_isvc_annotation(evidence: Evidence) 
         "GPU_OOM": "--ignore",
         "PORT_MISMATCH": "annotation kserve-runbook/ignore",
     }
+
+
+def test_text_is_parsed_once_into_typed_params_and_round_trips() -> None:
+    params = params_from_text(
+        {
+            "namespace": "llm",
+            "since": "1h30m",
+            "incident_start": "2026-01-15T11:10:00+01:00",
+            "incident_end": "2026-01-15T11:30:00Z",
+            "ignore": "GPU_OOM, PORT_MISMATCH",
+            "request_timeout": "",
+            "client_timeout": "60s",
+        }
+    )
+    assert params.since == timedelta(minutes=90) and params.request_timeout == timedelta(seconds=30)
+    assert params.incident == Window(
+        datetime(2026, 1, 15, 10, 10, tzinfo=timezone.utc), datetime(2026, 1, 15, 11, 30, tzinfo=timezone.utc)
+    )
+    assert params.ignore == ("GPU_OOM", "PORT_MISMATCH") and params.client_timeout == timedelta(seconds=60)
+    assert params_from_text(params.to_text()) == params
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ({"since": "soon"}, "--since: bad duration 'soon'"),
+        ({"start": "yesterday", "end": "2026-01-15T11:00:00Z"}, "--start"),
+        ({"incident_start": "2026-01-15T11:00:00Z"}, "--incident-start and --incident-end go together"),
+        ({"since": "1h", "start": "2026-01-15T11:00:00Z", "end": "2026-01-15T12:00:00Z"}, "not both"),
+        ({"nmespace": "llm"}, "unknown triage parameter(s): nmespace"),
+    ],
+)
+def test_bad_text_is_one_line_naming_the_option(text: dict[str, str], message: str) -> None:
+    with pytest.raises(RunbookError) as raised:
+        params_from_text(text)
+    assert message in str(raised.value) and "\n" not in str(raised.value)

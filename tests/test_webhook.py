@@ -52,7 +52,7 @@ from nbhelpers.cli.webhook import (
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Target
 from nbhelpers.render.report import validate_findings
-from nbhelpers.triage import TriageParams
+from nbhelpers.triage import TriageParams, params_from_text
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=timezone.utc)
 SECRET = "whk-shared-Secret-93be1f0c"
@@ -143,7 +143,7 @@ class Receiver:
 
 def settings(kubeconfig: Path, out: Path, **changes: Any) -> Settings:
     return Settings(
-        triage=TriageParams(kubeconfig=str(kubeconfig), request_timeout="5s"),
+        triage=params_from_text({"kubeconfig": str(kubeconfig), "request_timeout": "5s"}),
         listen=Listen("127.0.0.1", 0),
         out=out,
         **changes,
@@ -327,21 +327,22 @@ def test_only_firing_alerts_with_a_time_become_jobs() -> None:
 
 def test_the_window_reaches_back_a_lookback_before_the_alert_and_the_incident_starts_with_it() -> None:
     job = Job(Target("llm", "vllm-llm"), "X", datetime(2026, 1, 15, 11, 40, 0, 900000, tzinfo=timezone.utc))
-    params = job_params(TriageParams(kubeconfig="k", since="1h"), job, NOW, timedelta(minutes=30))
+    params = job_params(params_from_text({"kubeconfig": "k", "since": "1h"}), job, NOW, timedelta(minutes=30))
 
-    assert (params.namespace, params.isvc, params.kubeconfig, params.since) == ("llm", "vllm-llm", "k", "")
-    assert (params.start, params.end) == ("2026-01-15T11:10:00Z", "2026-01-15T12:00:00Z")
-    assert (params.incident_start, params.incident_end) == ("2026-01-15T11:40:00Z", "2026-01-15T12:00:00Z")
+    text = params.to_text()
+    assert (params.namespace, params.isvc, params.kubeconfig, params.since) == ("llm", "vllm-llm", "k", None)
+    assert (text["start"], text["end"]) == ("2026-01-15T11:10:00Z", "2026-01-15T12:00:00Z")
+    assert (text["incident_start"], text["incident_end"]) == ("2026-01-15T11:40:00Z", "2026-01-15T12:00:00Z")
 
 
 def test_a_long_firing_alert_gets_the_longest_window_and_a_future_start_is_clamped() -> None:
     old = Job(Target("llm", "x"), "X", NOW - timedelta(days=30))
-    params = job_params(TriageParams(), old, NOW, timedelta(minutes=30))
-    assert (params.start, params.end) == ("2026-01-08T12:00:00Z", "2026-01-15T12:00:00Z")  # 7 days
+    text = job_params(TriageParams(), old, NOW, timedelta(minutes=30)).to_text()
+    assert (text["start"], text["end"]) == ("2026-01-08T12:00:00Z", "2026-01-15T12:00:00Z")  # 7 days
 
     ahead = Job(Target("llm", "x"), "X", NOW + timedelta(minutes=2))  # the receiver's clock runs behind
-    params = job_params(TriageParams(), ahead, NOW, timedelta(minutes=30))
-    assert (params.start, params.incident_start) == ("2026-01-15T11:29:59Z", "2026-01-15T11:59:59Z")
+    text = job_params(TriageParams(), ahead, NOW, timedelta(minutes=30)).to_text()
+    assert (text["start"], text["incident_start"]) == ("2026-01-15T11:29:59Z", "2026-01-15T11:59:59Z")
 
 
 # ---------------------------------------------------------------------------------------- admissions

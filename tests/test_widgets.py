@@ -8,6 +8,7 @@ Cluster lists come from the fixture API server through the real kubernetes clien
 from __future__ import annotations
 
 import html
+from datetime import timedelta
 from pathlib import Path
 
 import nbformat
@@ -45,7 +46,7 @@ from nbhelpers.render.symptoms import (
     symptom_for,
 )
 from nbhelpers.scenarios import load_spec, scenario_bundle
-from nbhelpers.triage import Progress, TriageParams
+from nbhelpers.triage import Progress, TriageParams, params_from_text
 
 CLUSTER_FIXTURES = Path(__file__).parent / "fixtures" / "cluster"
 RUNBOOK = Path(__file__).parents[1] / "runbooks" / "triage.ipynb"
@@ -203,14 +204,23 @@ def test_custom_window_needs_both_ends_in_order() -> None:
 
 
 def test_a_since_from_the_parameters_stays_selectable() -> None:
-    assert ("last 90m (from the parameters)", "90m") in window_options("90m")
-    assert window_options("1h") == list(WINDOW_PRESETS)
-    assert initial_choices(TriageParams(since="90m"), has_kubeconfig=False).window == "90m"
-    assert initial_choices(TriageParams(start="a", end="b"), has_kubeconfig=False).window == CUSTOM_WINDOW
+    assert ("last 1h30m (from the parameters)", "1h30m") in window_options(timedelta(minutes=90))
+    assert window_options(timedelta(hours=1)) == list(WINDOW_PRESETS)
+    assert window_options(timedelta(days=1)) == list(WINDOW_PRESETS)  # the 24h preset, however it is written
+    assert initial_choices(params_from_text({"since": "90m"}), has_kubeconfig=False).window == "1h30m"
+    assert initial_choices(params_from_text({"since": "60m"}), has_kubeconfig=False).window == "1h"
+    assert (
+        initial_choices(
+            params_from_text({"start": "2026-01-15T11:00:00Z", "end": "2026-01-15T12:00:00Z"}), has_kubeconfig=False
+        ).window
+        == CUSTOM_WINDOW
+    )
 
 
 def test_choices_become_triage_params_and_keep_the_notebooks_other_settings(tmp_path: Path) -> None:
-    base = TriageParams(request_timeout="5s", ignore=("GPU_OOM",), namespace="old", isvc="old", since="2h")
+    base = params_from_text(
+        {"request_timeout": "5s", "ignore": ("GPU_OOM",), "namespace": "old", "isvc": "old", "since": "2h"}
+    )
     bundles: list[str] = []
 
     def bundle_of(name: str) -> Path:
@@ -220,7 +230,11 @@ def test_choices_become_triage_params_and_keep_the_notebooks_other_settings(tmp_
     scenario = params_for(PanelChoices(source=SOURCE_SCENARIO, scenario="host-oom", window="3h"), base, bundle_of)
     assert bundles == ["host-oom"]
     assert (scenario.bundle, scenario.namespace, scenario.isvc) == (str(tmp_path / "host-oom"), "", "")
-    assert (scenario.since, scenario.request_timeout, scenario.ignore) == ("3h", "5s", ("GPU_OOM",))
+    assert (scenario.since, scenario.request_timeout, scenario.ignore) == (
+        timedelta(hours=3),
+        timedelta(seconds=5),
+        ("GPU_OOM",),
+    )
 
     live = params_for(
         PanelChoices(source=SOURCE_CLUSTER, context="prod", namespace=" llm ", isvc="chat", prometheus=" http://p "),
@@ -233,7 +247,7 @@ def test_choices_become_triage_params_and_keep_the_notebooks_other_settings(tmp_
         "",
         "http://p",
     )
-    assert live.since == ""  # the default window
+    assert live.since is None  # the default window
 
     with pytest.raises(RunbookError, match="pick a namespace and an InferenceService"):
         params_for(PanelChoices(source=SOURCE_CLUSTER, namespace="llm"), base)

@@ -28,7 +28,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,7 +41,7 @@ from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import ClusterSource, KubeObject, LogRequest
 from nbhelpers.sources.kinds import Kind
 from nbhelpers.triage import SharedSources, TriageParams, open_live_sources, run
-from nbhelpers.util.times import Window, format_time, parse_duration
+from nbhelpers.util.times import Window, format_time
 
 FLEET_SCHEMA_ID = "kserve-runbook/fleet/v1"
 SEVERITIES = ("critical", "warning", "info")
@@ -266,10 +266,10 @@ def triage_service(
         request.triage,
         namespace=target.namespace,
         isvc=target.isvc,
-        since="",
-        start=format_time(window.start),  # every service, and every notebook, sees the same window
-        end=format_time(window.end),
-        deadline="" if seconds_left is None else f"{seconds_left:.3f}s",
+        since=None,
+        start=window.start.replace(microsecond=0),  # every service, and every notebook, sees the same window
+        end=window.end.replace(microsecond=0),
+        deadline=None if seconds_left is None else timedelta(seconds=round(seconds_left, 3)),
     )
     try:
         if request.notebooks:
@@ -345,7 +345,7 @@ def run_fleet(request: FleetRequest, clock: Callable[[], datetime] | None = None
     check_request(request)
     now = clock or (lambda: datetime.now(timezone.utc))
     notify = request.progress or (lambda _message: None)
-    budget = parse_duration(request.triage.deadline).total_seconds() if request.triage.deadline else None
+    budget = request.triage.deadline.total_seconds() if request.triage.deadline else None
     deadline = time.monotonic() + budget if budget is not None else None
     opened = open_live_sources(request.triage, deadline)
     cluster = SharedReads(opened.cluster)
@@ -358,7 +358,8 @@ def run_fleet(request: FleetRequest, clock: Callable[[], datetime] | None = None
         for index, (namespace, isvc) in enumerate(services):
             seconds_left = None if deadline is None else deadline - time.monotonic()
             if seconds_left is not None and seconds_left <= 0:
-                reason = f"not triaged: --deadline {request.triage.deadline} was reached before its turn"
+                given = request.triage.to_text()["deadline"]
+                reason = f"not triaged: --deadline {given} was reached before its turn"
                 entry = ServiceEntry(namespace, isvc, "error", reason)
             else:
                 entry = triage_service(request, shared, Target(namespace, isvc), out_dir, seconds_left)

@@ -28,9 +28,8 @@ from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.gather import require_isvc
 from nbhelpers.evidence.model import Target
 from nbhelpers.notebook import ERROR_FILE_ENV, PROGRESS_FILE_ENV
-from nbhelpers.triage import TriageParams, incident_window, opened_sources
+from nbhelpers.triage import TriageParams, opened_sources
 from nbhelpers.util.paths import runbook_path
-from nbhelpers.util.times import parse_duration
 
 # The CLI and the notebook kernel talk through files named by these variables (see nbhelpers.notebook).
 HEADERS_ENV = "KSERVE_RUNBOOK_PROMETHEUS_HEADERS"
@@ -49,7 +48,6 @@ class Report:
 
 def preflight(params: TriageParams) -> Target:
     """Validate sources, window and target before a kernel starts; ``RunbookError`` on bad input."""
-    incident_window(params)
     with opened_sources(params) as (cluster, _metrics, target, _window):
         require_isvc(cluster, target)
     return target
@@ -76,33 +74,19 @@ def output_dir(out: str | None, target: Target, now: datetime, base: Path = Path
 
 
 def notebook_parameters(params: TriageParams, out_dir: Path, symptom: str = "") -> dict[str, Any]:
-    """The papermill parameters: plain settings only, never a secret value."""
-    return {
-        "namespace": params.namespace,
-        "isvc": params.isvc,
+    """The papermill parameters: the request as text (never a secret value) plus where to write.
+
+    Prometheus headers may carry credentials: they travel in the kernel's environment
+    (:data:`HEADERS_ENV`), and the notebook only learns that variable's name.
+    """
+    text = params.to_text()
+    del text["prometheus_headers"]
+    text |= {
         "bundle": str(Path(params.bundle).resolve()) if params.bundle else "",
         "kubeconfig": str(Path(params.kubeconfig).resolve()) if params.kubeconfig else "",
-        "context": params.context,
-        "prometheus": params.prometheus,
-        "prometheus_token_env": params.prometheus_token_env,
-        "prometheus_ca_file": params.prometheus_ca_file,
         "prometheus_headers_env": HEADERS_ENV if params.prometheus_headers else "",
-        "prometheus_insecure": params.prometheus_insecure,
-        "since": params.since,
-        "start": params.start,
-        "end": params.end,
-        "incident_start": params.incident_start,
-        "incident_end": params.incident_end,
-        "ignore": ",".join(params.ignore),
-        "deadline": params.deadline,
-        "request_timeout": params.request_timeout,
-        "client_timeout": params.client_timeout,
-        "kserve_namespace": params.kserve_namespace,
-        "knative_namespace": params.knative_namespace,
-        "out_dir": str(out_dir.resolve()),
-        "symptom": symptom,
-        "interactive": False,
     }
+    return {**text, "out_dir": str(out_dir.resolve()), "symptom": symptom, "interactive": False}
 
 
 class ProgressRelay:
@@ -204,7 +188,7 @@ def execute(
 
     from nbhelpers.render.report import render_html
 
-    deadline = parse_duration(params.deadline).total_seconds() if params.deadline else None
+    deadline = params.deadline.total_seconds() if params.deadline else None
     with tempfile.TemporaryDirectory(prefix="kserve-runbook-") as scratch:
         progress_file, error_file = Path(scratch) / "progress", Path(scratch) / "error"
         partial_notebook = out_dir / ".triage.partial.ipynb"
@@ -232,7 +216,7 @@ def execute(
                 f"(executed notebook kept at {partial_notebook})"
             ) from None
         except TimeoutError:
-            raise RunbookError(f"the run did not finish within --deadline {params.deadline}") from None
+            raise RunbookError(f"the run did not finish within --deadline {params.to_text()['deadline']}") from None
     notebook_file = out_dir / "triage.ipynb"
     os.replace(partial_notebook, notebook_file)
     render_html(notebook_file, out_dir / "report.html")

@@ -105,14 +105,10 @@ def _coverage_line(summary: Path) -> str:
 
 
 def _params(options: dict[str, Any]) -> Any:
-    from nbhelpers.triage import TriageParams
+    """The CLI's options as a TriageParams: durations and times are parsed here, once."""
+    from nbhelpers.triage import TEXT_PARAMETERS, params_from_text
 
-    fields = set(TriageParams.__dataclass_fields__)
-    values = {name: value for name, value in options.items() if name in fields}
-    for name in ("prometheus_headers", "ignore"):
-        if name in values:
-            values[name] = tuple(values[name])
-    return TriageParams(**values)
+    return params_from_text({name: value for name, value in options.items() if name in TEXT_PARAMETERS})
 
 
 def _run_report(options: dict[str, Any], always_zero: bool = False) -> None:

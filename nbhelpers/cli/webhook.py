@@ -223,6 +223,10 @@ def job_for(alert: Alert) -> Job | Skip:
     return Job(target, alert.name, starts_at)
 
 
+def _whole_seconds(moment: datetime) -> datetime:
+    return moment.replace(microsecond=0)
+
+
 def job_params(base: TriageParams, job: Job, now: datetime, lookback: timedelta) -> TriageParams:
     """The run's parameters: window [startsAt − lookback, now) capped at 7 days, incident [startsAt, now)."""
     began = min(job.starts_at, now - timedelta(seconds=1))  # a clock running behind Alertmanager's
@@ -231,11 +235,11 @@ def job_params(base: TriageParams, job: Job, now: datetime, lookback: timedelta)
         base,
         namespace=job.target.namespace,
         isvc=job.target.isvc,
-        since="",
-        start=format_time(start),
-        end=format_time(now),
-        incident_start=format_time(began),
-        incident_end=format_time(now),
+        since=None,
+        start=_whole_seconds(start),
+        end=_whole_seconds(now),
+        incident_start=_whole_seconds(began),
+        incident_end=_whole_seconds(now),
     )
 
 
@@ -427,10 +431,6 @@ def settings_from_options(triage: TriageParams, options: Mapping[str, Any], envi
     slack_url = _env_value(environment, options["slack_webhook_env"], "--slack-webhook-env")
     if slack_url and urlsplit(slack_url).scheme not in ("http", "https"):
         raise RunbookError(f"--slack-webhook-env {options['slack_webhook_env']}: the value is not an http(s) URL")
-    for option in ("deadline", "request_timeout"):
-        value = getattr(triage, option)
-        if value:
-            parse_duration(value)
     return Settings(
         triage=triage,
         listen=listen,

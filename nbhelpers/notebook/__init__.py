@@ -1,7 +1,7 @@
 """The bridge between the runbook's parameters cell and :func:`nbhelpers.triage.run`.
 
 The notebook's first code cell calls :func:`start_triage` once with every
-parameter. Headless it runs the triage there (``run()``, once) and returns the
+parameter (``start_triage(**parameters_from(globals()))``). Headless it runs the triage there (``run()``, once) and returns the
 :class:`~nbhelpers.triage.TriageResult`; in interactive mode it shows the
 widget panel (:mod:`nbhelpers.notebook.widgets`) and returns it. Every later cell calls
 one ``show_*`` helper of this module, which displays the part of a result, or
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -36,17 +36,25 @@ from nbhelpers.errors import RunbookError
 from nbhelpers.notebook import display
 from nbhelpers.render.report import write_atomic, write_outputs
 from nbhelpers.render.symptoms import reading_order_html, symptom_for
-from nbhelpers.triage import Progress, TriageParams, TriageResult, run
+from nbhelpers.triage import TEXT_PARAMETERS, Progress, TriageParams, TriageResult, params_from_text, run
 
 if TYPE_CHECKING:
     from nbhelpers.notebook.widgets import TriagePanel
 
 Triage: TypeAlias = "TriageResult | TriagePanel"
-# Set by jupyter_server in the environment of kernels it starts for a notebook session; papermill does not set it.
 # Set by the CLI for a headless run: where the kernel writes step progress and, on failure, the one-line error.
 PROGRESS_FILE_ENV = "KSERVE_RUNBOOK_PROGRESS_FILE"
 ERROR_FILE_ENV = "KSERVE_RUNBOOK_ERROR_FILE"
+# Set by jupyter_server in the environment of kernels it starts for a notebook session; papermill does not set it.
 SESSION_ENV = "JPY_SESSION_NAME"
+# The triage runbook's parameters: the request as text (headers only by the name of a variable that holds
+# them), and what the notebook itself needs. The parameters cell declares exactly these (a test checks).
+TRIAGE_NOTEBOOK_PARAMETERS: tuple[str, ...] = (
+    *("prometheus_headers_env" if name == "prometheus_headers" else name for name in TEXT_PARAMETERS),
+    "out_dir",
+    "symptom",
+    "interactive",
+)
 
 
 def progress_to_file(path: str) -> Progress:
@@ -89,65 +97,32 @@ def wants_panel(interactive: bool, target_given: bool, environ: Mapping[str, str
     return interactive or (not target_given and bool(environ.get(SESSION_ENV)))
 
 
-def start_triage(
-    *,
-    namespace: str = "",
-    isvc: str = "",
-    bundle: str = "",
-    kubeconfig: str = "",
-    context: str = "",
-    prometheus: str = "",
-    prometheus_token_env: str = "",
-    prometheus_ca_file: str = "",
-    prometheus_headers_env: str = "",
-    prometheus_insecure: bool = False,
-    since: str = "",
-    start: str = "",
-    end: str = "",
-    incident_start: str = "",
-    incident_end: str = "",
-    ignore: str = "",
-    deadline: str = "",
-    request_timeout: str = "30s",
-    client_timeout: str = "",
-    kserve_namespace: str = "kserve",
-    knative_namespace: str = "knative-serving",
-    out_dir: str = "",
-    symptom: str = "",
-    interactive: bool = False,
-) -> Triage:
+def parameters_from(scope: Mapping[str, Any], names: Sequence[str] = TRIAGE_NOTEBOOK_PARAMETERS) -> dict[str, Any]:
+    """The runbook's parameters, picked by name from the notebook's globals (its parameters cell sets them)."""
+    return {name: scope[name] for name in names if name in scope}
+
+
+def start_triage(**parameters: Any) -> Triage:
     """The runbook's first cell: run the triage once (headless), or open the panel (interactive).
 
-    Headless, the reading order for ``symptom`` is shown first, then the triage runs and
-    findings.json and summary.md are written when ``out_dir`` is set. With the panel, the
-    notebook's parameters are its starting choices; given a target, it runs once at once.
+    ``parameters`` are the notebook's (:data:`TRIAGE_NOTEBOOK_PARAMETERS`), as text: this is where they are
+    parsed, once. Headless, the reading order for ``symptom`` is shown first, then the triage runs and
+    findings.json and summary.md are written when ``out_dir`` is set. With the panel, the notebook's
+    parameters are its starting choices; given a target, it runs once at once.
     """
     try:
+        unknown = sorted(set(parameters) - set(TRIAGE_NOTEBOOK_PARAMETERS))
+        if unknown:
+            raise RunbookError(f"unknown runbook parameter(s): {', '.join(unknown)}")
+        symptom = str(parameters.pop("symptom", ""))
+        interactive = bool(parameters.pop("interactive", False))
+        out_dir = str(parameters.pop("out_dir", ""))
+        headers = headers_from_env(str(parameters.pop("prometheus_headers_env", "")))
         chosen = symptom_for(symptom)
-        params = TriageParams(
-            namespace=namespace,
-            isvc=isvc,
-            kubeconfig=kubeconfig,
-            context=context,
-            bundle=bundle,
-            prometheus=prometheus,
-            prometheus_token_env=prometheus_token_env,
-            prometheus_ca_file=prometheus_ca_file,
-            prometheus_headers=headers_from_env(prometheus_headers_env),
-            prometheus_insecure=prometheus_insecure,
-            since=since,
-            start=start,
-            end=end,
-            incident_start=incident_start,
-            incident_end=incident_end,
-            ignore=split_codes(ignore),
-            deadline=deadline,
-            request_timeout=request_timeout,
-            client_timeout=client_timeout,
-            kserve_namespace=kserve_namespace,
-            knative_namespace=knative_namespace,
+        params = params_from_text(
+            {**parameters, "ignore": split_codes(str(parameters.get("ignore", ""))), "prometheus_headers": headers}
         )
-        if wants_panel(interactive, bool(namespace or isvc or bundle), os.environ):
+        if wants_panel(interactive, bool(params.namespace or params.isvc or params.bundle), os.environ):
             return open_panel(params, symptom, out_dir)
         from IPython.display import HTML
 

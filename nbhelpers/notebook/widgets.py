@@ -23,13 +23,12 @@ The logic the widgets wire together lives in small functions without widgets
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from functools import partial
 from html import escape
 from pathlib import Path
@@ -50,11 +49,11 @@ from nbhelpers.triage import (
     TriageResult,
     collect,
     ignored_codes,
-    incident_window,
+    params_from_text,
     run,
     run_step,
 )
-from nbhelpers.util.times import Window, parse_duration, parse_time
+from nbhelpers.util.times import Window, format_duration, parse_duration, parse_time
 
 SOURCE_CLUSTER, SOURCE_SCENARIO, SOURCE_BUNDLE = "cluster", "scenario", "bundle"
 SOURCES = (("Live cluster", SOURCE_CLUSTER), ("Scenario library", SOURCE_SCENARIO), ("Evidence bundle", SOURCE_BUNDLE))
@@ -197,11 +196,22 @@ class PanelChoices:
     end: str = ""
 
 
-def window_options(since: str) -> list[tuple[str, str]]:
+def preset_for(since: timedelta | None) -> str:
+    """The window choice for the notebook's ``since``: a preset of the same length, else its own text."""
+    if since is None:
+        return ""
+    for _, value in WINDOW_PRESETS:
+        if value not in ("", CUSTOM_WINDOW) and parse_duration(value) == since:
+            return value
+    return format_duration(since)
+
+
+def window_options(since: timedelta | None) -> list[tuple[str, str]]:
     """The presets, plus the notebook's own ``since`` when it is none of them."""
     options = list(WINDOW_PRESETS)
-    if since and since not in {value for _, value in options}:
-        options.insert(-1, (f"last {since} (from the parameters)", since))
+    chosen = preset_for(since)
+    if chosen and chosen not in {value for _, value in options}:
+        options.insert(-1, (f"last {chosen} (from the parameters)", chosen))
     return options
 
 
@@ -245,7 +255,7 @@ def params_for(
         chosen |= {"bundle": choices.bundle.strip(), "namespace": "", "isvc": ""}
     else:
         raise RunbookError(f"unknown source {choices.source!r}")
-    return dataclasses.replace(base, **chosen)
+    return params_from_text({**base.to_text(), **chosen})
 
 
 def initial_choices(base: TriageParams, has_kubeconfig: bool) -> PanelChoices:
@@ -257,6 +267,7 @@ def initial_choices(base: TriageParams, has_kubeconfig: bool) -> PanelChoices:
     else:
         source = SOURCE_SCENARIO
     custom = bool(base.start or base.end)
+    text = base.to_text()
     return PanelChoices(
         source=source,
         kubeconfig=base.kubeconfig,
@@ -265,9 +276,9 @@ def initial_choices(base: TriageParams, has_kubeconfig: bool) -> PanelChoices:
         isvc=base.isvc,
         bundle=base.bundle,
         prometheus=base.prometheus,
-        window=CUSTOM_WINDOW if custom else base.since,
-        start=base.start,
-        end=base.end,
+        window=CUSTOM_WINDOW if custom else preset_for(base.since),
+        start=str(text["start"]),
+        end=str(text["end"]),
     )
 
 
@@ -305,7 +316,7 @@ class TriageSession:
     def run_one(self, params: TriageParams, step_id: str, progress: Progress | None = None) -> TriageResult:
         """Run one step and return the result of every step run on the current evidence (in runbook order)."""
         if params != self._params or self._evidence is None:
-            incident = incident_window(params)
+            incident = params.incident
             self._evidence, self._params, self._incident = collect(params, progress), params, incident
             self._steps = {}
         evidence = self._evidence

@@ -78,6 +78,16 @@ def parse_duration(text: str) -> timedelta:
         raise RunbookError(f"duration {text!r} is too long") from None
 
 
+def format_duration(length: timedelta) -> str:
+    """A duration as people write it and :func:`parse_duration` reads it back: ``90s`` -> ``1m30s``."""
+    milliseconds = round(length.total_seconds() * 1000)
+    if milliseconds % 1000:
+        return f"{milliseconds}ms"
+    seconds = milliseconds // 1000
+    parts = [(seconds // 3600, "h"), (seconds // 60 % 60, "m"), (seconds % 60, "s")]
+    return "".join(f"{count}{unit}" for count, unit in parts if count) or "0s"
+
+
 def parse_time(text: str, what: str = "time") -> datetime:
     """Parse an ISO 8601 timestamp that carries an explicit UTC offset (or ``Z``)."""
     try:
@@ -112,26 +122,27 @@ def format_time(moment: datetime) -> str:
 
 def resolve_window(
     now: datetime,
-    since: str | None = None,
-    start: str | None = None,
-    end: str | None = None,
+    since: timedelta | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
     default_since: timedelta = timedelta(hours=1),
     latest_end: datetime | None = None,
 ) -> Window:
-    """Turn CLI window options into a validated :class:`Window`.
+    """Turn the window options (already parsed) into a validated :class:`Window`.
 
     ``now`` is read once by the caller (the capture time for bundles).
     ``latest_end`` is the latest allowed end (defaults to ``now``).
     """
     limit = latest_end or now
-    if since and (start or end):
+    if since is not None and (start or end):
         raise RunbookError("give either --since or --start/--end, not both")
     if start or end:
         if not (start and end):
             raise RunbookError("--start and --end go together")
-        window = Window(parse_time(start, "--start"), parse_time(end, "--end"))
+        assert start is not None and end is not None
+        window = Window(start, end)
     else:
-        length = parse_duration(since) if since else default_since
+        length = since if since is not None else default_since
         if length > MAX_WINDOW:  # checked first: now - length can fall before the year 1
             raise RunbookError("window longer than 7 days: narrow it with --since or --start/--end")
         window = Window(now - length, now)
