@@ -27,7 +27,7 @@ from pathlib import Path
 
 from nbhelpers.checks import STEP_IDS
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.findings.model import CATALOG, Severity, reachable
+from nbhelpers.findings.catalog import CATALOG, Severity, reachable
 from nbhelpers.render import report
 from nbhelpers.render.symptoms import SYMPTOMS
 from nbhelpers.scenarios import ScenarioSpec, list_scenarios, load_spec, scenario_bundle
@@ -157,7 +157,7 @@ def build_question(spec: ScenarioSpec, result: TriageResult, seed: int = 0) -> Q
     codes = right + _pick_distractors(spec.symptom, excluded, causes, CHOICE_COUNT - len(right), rng)
     rng.shuffle(codes)
     choices = tuple(
-        Choice(number, code, NOTHING_WRONG_TEXT if code == NOTHING_WRONG else CATALOG[code].meaning)
+        Choice(number, code, NOTHING_WRONG_TEXT if code == NOTHING_WRONG else CATALOG[code].title)
         for number, code in enumerate(codes, 1)
     )
     answers = frozenset(right)
@@ -194,7 +194,7 @@ def _ranked(result: TriageResult) -> list[RankedCause]:
     titles: dict[str, str] = {}
     for finding in result.findings:
         titles.setdefault(finding.code, finding.title)
-    return [RankedCause(code, titles.get(code, CATALOG[code].meaning)) for code in result.root_causes]
+    return [RankedCause(code, titles.get(code, CATALOG[code].title)) for code in result.root_causes]
 
 
 # ------------------------------------------------------------------------------------ the evidence summary

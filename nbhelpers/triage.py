@@ -19,7 +19,8 @@ from nbhelpers.checks import STEP_IDS, STEPS, check_for
 from nbhelpers.errors import BundleError, EvidenceMissing, RunbookError, StepSkipped
 from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Evidence, SiteConfig, Target
-from nbhelpers.findings.model import Finding, Severity, apply_ignores, rank_root_causes
+from nbhelpers.findings.catalog import Severity
+from nbhelpers.findings.model import Finding, apply_ignores, rank_root_causes
 from nbhelpers.findings.steps import CheckFunction, StepInfo
 from nbhelpers.sources import kube
 from nbhelpers.sources.base import ClusterSource, MetricsSource

@@ -35,7 +35,7 @@ import pytest
 from fakeapi import FakeApiServer, write_kubeconfig
 from playwright.sync_api import Locator, Page, expect, sync_playwright
 
-from nbhelpers.findings.model import CATALOG
+from nbhelpers.findings.catalog import CATALOG
 from nbhelpers.notebook.widgets import scenario_label
 from nbhelpers.render.symptoms import SYMPTOMS, step_heading
 from nbhelpers.scenarios import load_spec

@@ -1,4 +1,4 @@
-"""The finding-code reference (nbhelpers/code_reference.py) is generated from the catalog and cannot drift."""
+"""The finding-code reference (nbhelpers/render/code_reference.py) is generated from the catalog and cannot drift."""
 
 from __future__ import annotations
 
@@ -9,23 +9,27 @@ from click.testing import CliRunner
 
 from nbhelpers.cli.main import cli
 from nbhelpers.errors import RunbookError
-from nbhelpers.findings.model import CATALOG, CAUSE_EDGES
+from nbhelpers.findings.catalog import CATALOG, CAUSE_EDGES
 from nbhelpers.render import code_reference
 
 
-def test_every_catalog_code_has_a_guide_and_nothing_else_does() -> None:
-    assert set(code_reference.GUIDES) == set(CATALOG)
-    for code, guide in code_reference.GUIDES.items():
-        assert len(guide.fix) > 40 and len(guide.evidence) > 30, code
-        assert guide.fix != CATALOG[code].reference, code
+def test_every_catalog_entry_has_title_why_fix_and_evidence() -> None:
+    assert [entry.code for entry in code_reference.all_references()] == list(CATALOG)
+    for code, info in CATALOG.items():
+        for name in ("title", "why", "fix", "evidence"):
+            assert getattr(info, name).strip(), (code, name)
+        assert len(info.fix) > 40 and len(info.evidence) > 30, code
+        assert info.fix != info.why, code
 
 
 def test_each_reference_carries_the_catalog_text_and_both_directions_of_the_edges() -> None:
     for entry in code_reference.all_references():
         info = CATALOG[entry.code]
-        assert (entry.meaning, entry.why, entry.severity, entry.step) == (
-            info.meaning,
-            info.reference,
+        assert (entry.meaning, entry.why, entry.fix, entry.evidence, entry.severity, entry.step) == (
+            info.title,
+            info.why,
+            info.fix,
+            info.evidence,
             info.severity,
             info.step,
         )

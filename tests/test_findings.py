@@ -5,15 +5,9 @@ from __future__ import annotations
 import pytest
 
 from nbhelpers.checks import STEP_IDS
-from nbhelpers.findings.model import (
-    CATALOG,
-    CAUSE_EDGES,
-    Finding,
-    Severity,
-    apply_ignores,
-    rank_root_causes,
-    reachable,
-)
+from nbhelpers.findings import catalog
+from nbhelpers.findings.catalog import CATALOG, CAUSE_EDGES, Severity, reachable
+from nbhelpers.findings.model import Finding, apply_ignores, rank_root_causes
 
 DESIGN_CODES = {
     "ISVC_NOT_READY": ("endpoints", "critical"),
@@ -91,7 +85,7 @@ def test_catalog_holds_every_design_code_with_its_step_and_severity() -> None:
 def test_every_code_has_reference_text_and_edges_entry() -> None:
     for code, info in CATALOG.items():
         assert info.step in STEP_IDS
-        assert len(info.reference) > 40, code
+        assert len(info.why) > 40, code
         assert code in CAUSE_EDGES
 
 
@@ -157,3 +151,79 @@ def test_info_codes_are_notes_outside_the_cause_graph() -> None:
     for code in info_codes:
         assert CAUSE_EDGES[code] == frozenset()
         assert all(code not in targets for targets in CAUSE_EDGES.values())
+
+
+# --- the catalog data file and its loader ------------------------------------------------------------
+
+
+def test_the_packaged_catalog_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    first = catalog.load()
+    assert catalog.CATALOG is first.codes and catalog.CAUSE_EDGES is first.edges
+
+    def no_second_read(package: str) -> None:
+        raise AssertionError(f"the catalog was read again from {package}")
+
+    monkeypatch.setattr(catalog, "files", no_second_read)
+    assert catalog.load() is first
+
+
+def _entry(code: str, severity: str = "warning") -> str:
+    return (
+        f"  - code: {code}\n    step: probes\n    severity: {severity}\n    title: a title\n"
+        "    why: why it matters\n    fix: how to fix it\n    evidence: what it reads\n"
+    )
+
+
+def _document(*entries: str, edges: str = "[]") -> str:
+    return "codes:\n" + "".join(entries) + f"edges: {edges}\n"
+
+
+def test_loader_expands_patterns_and_leaves_info_codes_and_self_edges_out() -> None:
+    text = _document(
+        _entry("A_ONE"),
+        _entry("A_TWO", "critical"),
+        _entry("A_NOTE", "info"),
+        _entry("B_EFFECT"),
+        edges="[{causes: [A_*], effects: [A_*, B_EFFECT]}]",
+    )
+    parsed = catalog.parse_catalog(text)
+    assert list(parsed.codes) == ["A_ONE", "A_TWO", "A_NOTE", "B_EFFECT"]
+    assert parsed.codes["A_TWO"].severity is Severity.CRITICAL
+    assert (parsed.codes["A_ONE"].title, parsed.codes["A_ONE"].fix) == ("a title", "how to fix it")
+    assert parsed.edges == {
+        "A_ONE": frozenset({"A_TWO", "B_EFFECT"}),
+        "A_TWO": frozenset({"A_ONE", "B_EFFECT"}),
+        "A_NOTE": frozenset(),
+        "B_EFFECT": frozenset(),
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            _document(_entry("A_ONE", "fatal")),
+            r"codes\[0\] \(A_ONE\): severity 'fatal' is not one of critical, warning, info",
+        ),
+        (_document(_entry("A_ONE"), _entry("A_ONE")), r"codes\[1\] \(A_ONE\): duplicate code 'A_ONE'"),
+        (
+            _document(_entry("A_ONE"), edges="[{causes: [A_ONE], effects: [PROBE_*]}]"),
+            r"edges\[0\]\.effects: pattern 'PROBE_\*' matches no code",
+        ),
+        (
+            _document(_entry("A_ONE"), edges="[{causes: [NOPE], effects: [A_ONE]}]"),
+            r"edges\[0\]\.causes: pattern 'NOPE' matches no code",
+        ),
+        (
+            _document(_entry("A_ONE"), _entry("A_NOTE", "info"), edges="[{causes: [A_ONE], effects: [A_NOTE]}]"),
+            r"edges\[0\]\.effects: pattern 'A_NOTE' matches only info codes, which take no edges",
+        ),
+        (_document(_entry("A_ONE").replace("    fix: how to fix it\n", "")), r"codes\[0\] \(A_ONE\): expected exactly"),
+        (_document(_entry("A_ONE").replace("a title", "''")), r"codes\[0\] \(A_ONE\): title must be non-empty text"),
+        ("codes: [\n", "not valid YAML"),
+        ("codes: []\n", "expected a mapping with exactly the keys 'codes' and 'edges'"),
+    ],
+)
+def test_a_malformed_catalog_is_a_clear_error(text: str, message: str) -> None:
+    with pytest.raises(catalog.CatalogError, match=rf"^catalog\.yaml: .*{message}"):
+        catalog.parse_catalog(text)

@@ -54,6 +54,7 @@ def test_wheel_ships_runbooks_scenarios_and_schema(tmp_path: Path) -> None:
     assert "nbhelpers/_data/runbooks/triage.ipynb" in names
     assert any(name.startswith("nbhelpers/_data/scenarios/") and name.endswith(".yaml") for name in names)
     assert "nbhelpers/schemas/findings-v1.json" in names
+    assert "nbhelpers/findings/catalog.yaml" in names  # the code catalog, read through importlib.resources
     assert "nbhelpers/py.typed" in names
     entry_points = next(name for name in names if name.endswith("entry_points.txt"))
     assert "kserve-runbook = nbhelpers.cli.main:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

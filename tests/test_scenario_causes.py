@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nbhelpers.findings.model import Severity
+from nbhelpers.findings.catalog import Severity
 from nbhelpers.scenarios import list_scenarios, scenario_bundle
 from nbhelpers.triage import TriageParams, TriageResult, run
 

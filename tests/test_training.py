@@ -14,7 +14,7 @@ import pytest
 from ipywidgets.widgets import widget as widget_module
 
 from nbhelpers import training
-from nbhelpers.findings.model import CATALOG
+from nbhelpers.findings.catalog import CATALOG
 from nbhelpers.notebook import training_panel
 from nbhelpers.scenarios import ScenarioSpec, list_scenarios, load_spec
 from nbhelpers.training import (

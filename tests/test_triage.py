@@ -11,7 +11,8 @@ from builders import CAPTURED_AT, bundle_files, evidence_from_objects
 from nbhelpers.checks import STEP_BY_ID, STEPS
 from nbhelpers.errors import EvidenceMissing, RunbookError, StepSkipped
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.catalog import Severity
+from nbhelpers.findings.model import Finding
 from nbhelpers.sources.bundle import write_bundle_files
 from nbhelpers.triage import TriageParams, ignored_codes, params_from_text, run, run_step
 from nbhelpers.util.times import Window

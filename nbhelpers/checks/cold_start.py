@@ -64,7 +64,8 @@ from nbhelpers.facts.cold_starts import (
     pod_timeline,
 )
 from nbhelpers.findings import patches
-from nbhelpers.findings.model import Finding, Patch, Severity
+from nbhelpers.findings.catalog import Severity
+from nbhelpers.findings.model import Finding, Patch
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.models import kpa
 from nbhelpers.sources import kinds, kube

@@ -32,7 +32,8 @@ from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import adapter_rules, autoscalers, common, metrics_apis
 from nbhelpers.facts.autoscalers import Autoscaler, Metric
 from nbhelpers.findings import patches
-from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.catalog import Severity
+from nbhelpers.findings.model import Finding
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.metrics import catalog
 from nbhelpers.sources import kinds, kube

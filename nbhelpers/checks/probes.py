@@ -38,7 +38,8 @@ from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common, vllm_args
 from nbhelpers.findings import patches
-from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.catalog import Severity
+from nbhelpers.findings.model import Finding
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.models import load_time
 from nbhelpers.models.load_time import LIVENESS, PROBE_KINDS, READINESS, STARTUP, LoadAttempt, ProbeBudget

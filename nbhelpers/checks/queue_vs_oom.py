@@ -43,7 +43,8 @@ from nbhelpers.facts import common, engine, vllm_args
 from nbhelpers.facts.engine import Valued
 from nbhelpers.facts.vllm_log import EngineMemoryFacts, parse_engine_log
 from nbhelpers.findings import patches
-from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.catalog import Severity
+from nbhelpers.findings.model import Finding
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.metrics import series
 from nbhelpers.models import regime

@@ -30,7 +30,8 @@ from typing import Any
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common, engine, vllm_args
 from nbhelpers.findings import patches
-from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.catalog import Severity
+from nbhelpers.findings.model import Finding
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.kube import event_interval

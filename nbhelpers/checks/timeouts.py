@@ -45,7 +45,8 @@ from nbhelpers.facts.timeout_layers import (
 )
 from nbhelpers.facts.timeout_path import Layer
 from nbhelpers.findings import patches
-from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.catalog import Severity
+from nbhelpers.findings.model import Finding
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.metrics.series import MetricData
 from nbhelpers.sources import kinds, kube

@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 from nbhelpers.cli.headless import output_dir
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Target
-from nbhelpers.findings.model import Severity
+from nbhelpers.findings.catalog import Severity
 from nbhelpers.render import report
 from nbhelpers.triage import TriageParams, open_live_sources, run
 from nbhelpers.util.redaction import redact_text

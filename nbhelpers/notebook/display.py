@@ -39,7 +39,8 @@ from typing import Any
 
 from nbhelpers import __version__
 from nbhelpers.checks import STEP_BY_ID
-from nbhelpers.findings.model import CATALOG, Finding, Severity
+from nbhelpers.findings.catalog import CATALOG, Severity
+from nbhelpers.findings.model import Finding
 from nbhelpers.render import report
 from nbhelpers.render.code_reference import anchor, reference_html
 from nbhelpers.triage import StepResult, TriageResult
@@ -427,8 +428,7 @@ def finding_details(finding: Finding, anchor_id: str = "") -> str:
     if finding.evidence:
         parts.append(_label("Evidence") + html_list(finding.evidence, "font-size:13px;"))
     parts.append(
-        f'<div style="color:#374151;margin:4px 0;"><em>Why it matters:</em> '
-        f"{escape(CATALOG[finding.code].reference)}</div>"
+        f'<div style="color:#374151;margin:4px 0;"><em>Why it matters:</em> {escape(CATALOG[finding.code].why)}</div>'
     )
     parts.append(_label("Fix") + commands_html(finding))
     parts.append(patch_html(finding))

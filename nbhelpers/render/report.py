@@ -30,7 +30,8 @@ import jsonschema
 
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Evidence, ReadRecord
-from nbhelpers.findings.model import CATALOG, Finding, Severity
+from nbhelpers.findings.catalog import CATALOG, Severity
+from nbhelpers.findings.model import Finding
 from nbhelpers.metrics.series import MetricData
 from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import SeriesData
@@ -484,7 +485,7 @@ def _finding_markdown(finding: Finding) -> list[str]:
         lines += ["Objects: " + ", ".join(f"`{ref}`" for ref in finding.objects), ""]
     if finding.evidence:
         lines += ["Evidence:", ""] + [f"- {item}" for item in finding.evidence] + [""]
-    lines += [f"Why it matters: {CATALOG[finding.code].reference}", ""]
+    lines += [f"Why it matters: {CATALOG[finding.code].why}", ""]
     return lines
 
 

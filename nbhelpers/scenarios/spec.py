@@ -23,7 +23,7 @@ import yaml
 from kubernetes.utils.quantity import parse_quantity
 
 from nbhelpers.errors import RunbookError
-from nbhelpers.findings.model import CATALOG
+from nbhelpers.findings.catalog import CATALOG
 from nbhelpers.util.times import Window, parse_time
 
 SYMPTOMS = ("503", "504", "OOM", "HPA not scaling", "none")

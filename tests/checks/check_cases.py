@@ -15,7 +15,8 @@ import patchcheck
 from builders import evidence_from_objects, load_yaml
 
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.catalog import Severity
+from nbhelpers.findings.model import Finding
 from nbhelpers.sources import kube
 
 KubeObject = dict[str, Any]

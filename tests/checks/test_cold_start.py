@@ -18,7 +18,8 @@ from check_cases import apply_patch, codes, evidence_of, load_case, only, seriou
 from nbhelpers.checks import cold_start
 from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.facts import cold_starts
-from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.catalog import Severity
+from nbhelpers.findings.model import Finding
 from nbhelpers.metrics import catalog
 from nbhelpers.sources import kube
 

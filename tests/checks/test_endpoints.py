@@ -11,7 +11,7 @@ from check_cases import apply_patch, assert_valid_patch, codes, evidence_of, loa
 from nbhelpers.checks import endpoints
 from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.facts import common
-from nbhelpers.findings.model import Severity
+from nbhelpers.findings.catalog import Severity
 
 ISVC_REF = "InferenceService.serving.kserve.io/llm/vllm-llm"
 KNATIVE_POD = "Pod/llm/vllm-llm-predictor-00001-deployment-7f9c6d-x2k4p"

@@ -16,7 +16,8 @@ from nbhelpers.checks import STEP_IDS, metric_pipeline
 from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Target
-from nbhelpers.findings.model import Severity, rank_root_causes
+from nbhelpers.findings.catalog import Severity
+from nbhelpers.findings.model import rank_root_causes
 from nbhelpers.metrics import catalog
 from nbhelpers.sources.cluster_live import LiveCluster
 from nbhelpers.sources.metrics_live import LiveMetrics

@@ -21,7 +21,7 @@ from check_cases import (
 
 from nbhelpers.checks import ports
 from nbhelpers.errors import EvidenceMissing, StepSkipped
-from nbhelpers.findings.model import Severity
+from nbhelpers.findings.catalog import Severity
 
 ISVC_REF = "InferenceService.serving.kserve.io/llm/vllm-llm"
 RAW_POD = "Pod/llm/vllm-llm-predictor-6d5f8b7c9-q8w2e"

@@ -19,7 +19,8 @@ from nbhelpers.checks import probes
 from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Target
-from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.catalog import Severity
+from nbhelpers.findings.model import Finding
 from nbhelpers.metrics import catalog
 from nbhelpers.models import load_time
 from nbhelpers.models.load_time import ProbeBudget

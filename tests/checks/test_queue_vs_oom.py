@@ -20,7 +20,8 @@ from check_cases import apply_patch, codes, evidence_of, load_case, only, rollou
 
 from nbhelpers.checks import queue_vs_oom
 from nbhelpers.errors import StepSkipped
-from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.catalog import Severity
+from nbhelpers.findings.model import Finding
 from nbhelpers.metrics import catalog
 from nbhelpers.models.model_table import lookup_model
 from nbhelpers.models.vllm_memory import GIB, Gpu, ServingPlan, estimate

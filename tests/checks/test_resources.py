@@ -14,7 +14,8 @@ from patchcheck import assert_valid_object
 
 from nbhelpers.checks import resources
 from nbhelpers.facts import vllm_args
-from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.catalog import Severity
+from nbhelpers.findings.model import Finding
 
 ISVC_REF = "InferenceService.serving.kserve.io/llm/vllm-llm"
 RAW_POD = "Pod/llm/vllm-llm-predictor-6d5f8b7c9-q8w2e"

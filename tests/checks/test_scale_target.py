@@ -13,7 +13,8 @@ from check_cases import apply_patch, codes, evidence_of, load_case, only, seriou
 from patchcheck import assert_valid_object
 
 from nbhelpers.checks import scale_target
-from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.catalog import Severity
+from nbhelpers.findings.model import Finding
 from nbhelpers.metrics import catalog
 from nbhelpers.sources import kube
 

@@ -22,7 +22,7 @@ from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.evidence.model import SiteConfig
 from nbhelpers.facts import timeout_layers
 from nbhelpers.facts import timeout_path as chain
-from nbhelpers.findings.model import Severity
+from nbhelpers.findings.catalog import Severity
 from nbhelpers.metrics import catalog
 from nbhelpers.util.times import duration_seconds
 
