@@ -1,9 +1,61 @@
 """kserve-vllm-runbooks helper library.
 
-Data flows one way: sources -> gather -> checks -> findings -> ranking -> render.
-The public entry point is :func:`nbhelpers.triage.run`.
+Data flows one way: sources -> gather -> checks -> findings -> ranking -> render
+(docs/architecture.md). The public entry point is :func:`run`: one triage of one
+InferenceService, from a live cluster or an evidence bundle.
+
+The names in ``__all__`` are the public API; they load on first use, so that importing one
+layer (``nbhelpers.util.times``, say) does not pull in the whole package.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+# public name -> the module that defines it
+_PUBLIC: dict[str, str] = {
+    "run": "nbhelpers.triage",
+    "TriageParams": "nbhelpers.triage",
+    "TriageResult": "nbhelpers.triage",
+    "params_from_text": "nbhelpers.triage",
+    "Evidence": "nbhelpers.evidence.model",
+    "Finding": "nbhelpers.findings.model",
+    "Severity": "nbhelpers.findings.catalog",
+    "CATALOG": "nbhelpers.findings.catalog",
+    "RunbookError": "nbhelpers.errors",
+}
+
+__all__ = [
+    "CATALOG",
+    "Evidence",
+    "Finding",
+    "RunbookError",
+    "Severity",
+    "TriageParams",
+    "TriageResult",
+    "__version__",
+    "params_from_text",
+    "run",
+]
+assert set(__all__) == {"__version__", *_PUBLIC}
+
+if TYPE_CHECKING:
+    from nbhelpers.errors import RunbookError
+    from nbhelpers.evidence.model import Evidence
+    from nbhelpers.findings.catalog import CATALOG, Severity
+    from nbhelpers.findings.model import Finding
+    from nbhelpers.triage import TriageParams, TriageResult, params_from_text, run
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nbhelpers' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
