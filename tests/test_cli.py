@@ -104,3 +104,29 @@ def test_symptom_orders_the_reading_in_the_report(bundle: Path, tmp_path: Path) 
     assert_one_line_error(
         kserve_runbook("triage", "--bundle", str(bundle), "--symptom", "slow", cwd=tmp_path), "Invalid value"
     )
+
+
+def test_an_unexpected_error_is_one_line_exit_2_with_the_trace_in_a_log(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nbhelpers.cli import main as cli_main
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise ZeroDivisionError("bug \x1b[31mred\x1b[0m\nsecond line")
+
+    monkeypatch.setattr(cli_main.cli, "main", broken)
+    with pytest.raises(SystemExit) as exited:
+        cli_main.main()
+    assert exited.value.code == 2  # 1 means "ran and found something critical"
+    stderr = capsys.readouterr().err
+    assert stderr.count("\n") == 1 and "\x1b" not in stderr and "Traceback" not in stderr
+    assert "unexpected ZeroDivisionError" in stderr
+    log = Path(stderr.split("trace in ")[1].split(";")[0])
+    assert "Traceback" in log.read_text() and "ZeroDivisionError" in log.read_text()
+    log.unlink()
+
+
+def test_terminal_output_drops_control_characters() -> None:
+    from nbhelpers.cli.main import terminal_safe
+
+    assert terminal_safe("ns/\x1b]0;pwned\x07isvc\r\nnext") == "ns/?]0;pwned?isvc; next"

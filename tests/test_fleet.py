@@ -14,6 +14,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from nbhelpers.cli.fleet import FleetRequest, run_fleet
 from nbhelpers.errors import RunbookError
 from nbhelpers.render.report import findings_schema
 from nbhelpers.triage import params_from_text, run
+from nbhelpers.util.times import Window
 
 pytestmark = pytest.mark.integration
 
@@ -474,3 +476,16 @@ def test_a_bad_fleet_deadline_is_refused_before_anything_is_read(
     with pytest.raises(RunbookError, match="bad duration 'soon'"):
         run_fleet(request_for(kubeconfig, tmp_path / "fleet", deadline="soon"))
     assert fleet_api.requests == [] and not (tmp_path / "fleet").exists()
+
+
+def test_a_fleet_where_no_service_could_be_triaged_exits_2_not_0() -> None:
+    from nbhelpers.cli.fleet import FleetResult, ServiceEntry
+
+    def result(*statuses: str) -> FleetResult:
+        window = Window(datetime(2026, 1, 15, 11, tzinfo=timezone.utc), datetime(2026, 1, 15, 12, tzinfo=timezone.utc))
+        entries = tuple(ServiceEntry("llm", f"s{index}", status, "boom") for index, status in enumerate(statuses))
+        return FleetResult(Path("f"), "namespace llm", False, "llm", window, {}, window.end, entries)
+
+    assert result("error", "error").exit_code == 2  # automation must not read "nothing triaged" as healthy
+    assert result("error", "complete").exit_code == 0
+    assert result("complete").exit_code == 0

@@ -318,6 +318,9 @@ class FleetResult:
 
     @property
     def exit_code(self) -> int:
+        """1 when a service has a critical finding; 2 when no service could be triaged at all."""
+        if self.entries and all(entry.status == "error" for entry in self.entries):
+            return 2
         return 1 if self.has_critical else 0
 
     def totals(self) -> dict[str, int]:

@@ -7,11 +7,12 @@ finding; 2 could not run (the message says why, on one line, no traceback).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -92,7 +93,7 @@ FAIL_ON_PARTIAL = click.option(
 def _fail_if_partial(options: dict[str, Any], partial: bool, reason: str) -> None:
     """With --fail-on-partial, a partial run exits 1 (DESIGN §4.1 keeps 2 for runs that could not start)."""
     if partial and options.get("fail_on_partial"):
-        click.echo(f"kserve-runbook: partial result (--fail-on-partial): {reason}", err=True)
+        click.echo(f"kserve-runbook: partial result (--fail-on-partial): {terminal_safe(reason)}", err=True)
         sys.exit(1)
 
 
@@ -119,12 +120,12 @@ def _run_report(options: dict[str, Any], always_zero: bool = False) -> None:
     out_dir = headless.output_dir(options.get("out") or None, target, datetime.now(timezone.utc))
     show_progress = not options.get("quiet") and sys.stderr.isatty()
     if show_progress:
-        click.echo(f"triage {target.namespace}/{target.isvc} -> {out_dir}", err=True)
+        click.echo(terminal_safe(f"triage {target.namespace}/{target.isvc} -> {out_dir}"), err=True)
     report = headless.execute(params, out_dir, show_progress, symptom=options.get("symptom") or "")
     critical = sum(1 for finding in report.findings["findings"] if finding["severity"] == "critical")
     causes = ", ".join(report.findings["root_causes"]) or "none"
     coverage = _coverage_line(out_dir / "summary.md")
-    click.echo(coverage)
+    click.echo(terminal_safe(coverage))
     click.echo(f"report: {out_dir / 'report.html'}")
     click.echo(f"root causes: {causes} ({critical} critical findings)")
     _fail_if_partial(options, bool(report.findings.get("partial")), coverage)
@@ -196,7 +197,7 @@ def fleet_command(**options: Any) -> None:
         all_namespaces=options["all_namespaces"],
         out=options["out"],
         notebooks=options["notebooks"],
-        progress=(lambda message: click.echo(message, err=True)) if show_progress else None,
+        progress=(lambda message: click.echo(terminal_safe(message), err=True)) if show_progress else None,
     )
     result = run_fleet(request)
     totals = result.totals()
@@ -228,7 +229,7 @@ def webhook_command(**options: Any) -> None:
     from nbhelpers.cli.webhook import run_receiver, settings_from_options
 
     settings = settings_from_options(_params(options), options, os.environ)
-    run_receiver(settings, None if options["quiet"] else lambda message: click.echo(message, err=True))
+    run_receiver(settings, None if options["quiet"] else lambda message: click.echo(terminal_safe(message), err=True))
 
 
 @cli.command()
@@ -352,18 +353,44 @@ cli.add_command(whatif)
 
 
 def main() -> None:
-    """Console entry point: user errors become one line on stderr and exit code 2."""
+    """Console entry point: exit 2 with one line on stderr for anything that stops a run.
+
+    Exit 1 is kept for "ran and found something critical" (automation reads it so), which is why an
+    unexpected error is not left to Python's default exit 1 with a traceback: its trace goes to a
+    debug log file named in the one-line message.
+    """
     try:
         cli.main(standalone_mode=False)
     except RunbookError as error:
-        one_line = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
-        click.echo(f"kserve-runbook: error: {one_line}", err=True)
-        sys.exit(2)
+        _fail(str(error))
     except click.exceptions.Abort:
-        click.echo("kserve-runbook: aborted", err=True)
-        sys.exit(2)
+        _fail("aborted", prefix="")
     except click.ClickException as error:
-        click.echo(f"kserve-runbook: error: {error.format_message()}", err=True)
-        sys.exit(2)
+        _fail(error.format_message())
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as error:  # a bug, or input nothing checked: never a traceback on the terminal
+        log = _debug_log(error)
+        _fail(f"unexpected {type(error).__name__}: {error} (trace in {log}; please report it)")
+
+
+def terminal_safe(text: str) -> str:
+    """One line without control characters: cluster strings can carry ANSI escapes and newlines."""
+    lines = (line.strip() for line in str(text).splitlines() if line.strip())
+    joined = "; ".join(lines)
+    return "".join(char if char.isprintable() else "?" for char in joined)
+
+
+def _fail(message: str, prefix: str = "error: ") -> NoReturn:
+    click.echo(f"kserve-runbook: {prefix}{terminal_safe(message)}", err=True)
+    sys.exit(2)
+
+
+def _debug_log(error: BaseException) -> Path:
+    import tempfile
+    import traceback
+
+    handle, name = tempfile.mkstemp(prefix="kserve-runbook-error-", suffix=".log")
+    with os.fdopen(handle, "w", encoding="utf-8") as log:
+        log.write("".join(traceback.format_exception(error)))
+    return Path(name)
