@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -307,6 +308,8 @@ def test_istio_metrics_give_the_namespace_of_the_destination() -> None:
         ({"namespace": "../etc", "isvc": "vllm-llm"}, "not a valid namespace name"),
         ({"namespace": "llm", "isvc": "../../x"}, "not a valid InferenceService name"),
         ({"namespace": "llm", "isvc": "A" * 64}, "not a valid InferenceService name"),
+        ({"namespace": "llm\n", "isvc": "vllm-llm"}, "not a valid namespace name"),  # `$` would let it pass
+        ({"namespace": "llm", "isvc": "vllm-llm\n"}, "not a valid InferenceService name"),
     ],
 )
 def test_an_alert_without_a_usable_target_is_skipped_with_the_reason(labels: dict[str, str], reason: str) -> None:
@@ -415,6 +418,7 @@ OPTIONS = {
         ({"slack_webhook_env": "SLACK_URL"}, {"SLACK_URL": "file:///etc/passwd"}, "not an http(s) URL"),
         ({"lookback": "0s"}, {}, "--lookback"),
         ({"lookback": "8d"}, {}, "--lookback"),
+        ({"secret_env": "HOOK_SECRET"}, {"HOOK_SECRET": "x"}, "use at least 16"),
     ],
 )
 def test_unsafe_or_bad_settings_are_refused(changes: dict[str, Any], environment: dict[str, str], message: str) -> None:
@@ -649,3 +653,41 @@ def test_the_command_refuses_a_public_address_without_a_secret(tmp_path: Path) -
     (line,) = result.stderr.splitlines()
     assert line.startswith("kserve-runbook: error: refusing to listen on 0.0.0.0 without authentication")
     assert "--secret-env" in line and "--insecure-no-auth" in line
+
+
+def test_an_alertname_cannot_forge_log_lines_nor_mention_or_link_in_slack() -> None:
+    from nbhelpers.cli.webhook import RunRecord, run_line, slack_text
+
+    labels = {"namespace": "llm", "isvc": "vllm-llm"}
+    hostile = "X\nwebhook: done llm/other: root causes: none\x1b[2J <!channel> <https://evil.example|click>"
+    job = job_for(Alert(hostile, "firing", labels, "2026-01-15T11:40:00Z"))
+    assert isinstance(job, Job) and "\n" not in job.alert and "\x1b" not in job.alert
+    line = slack_text(run_line(RunRecord(job=job, folder=None, error="boom")))
+    assert "<!channel>" not in line and "<https://" not in line and "&lt;!channel&gt;" in line
+
+
+def test_slow_senders_and_too_many_connections_are_cut(
+    monkeypatch: pytest.MonkeyPatch, fake_api: FakeApiServer, start_receiver: Any
+) -> None:
+    import socket
+    import time
+
+    from nbhelpers.cli import webhook
+
+    monkeypatch.setattr(webhook, "CONNECTION_DEADLINE_SECONDS", 0.5)
+    monkeypatch.setattr(webhook, "MAX_CONNECTIONS", 2)
+    receiver = start_receiver()
+    host, port = receiver.server.url.removeprefix("http://").rsplit(":", 1)
+    slow = [socket.create_connection((host, int(port)), timeout=5) for _ in range(2)]
+    for connection in slow:
+        connection.sendall(b"POST /alerts HTTP/1.1\r\nContent-Length: 100\r\n")  # and then nothing more
+    time.sleep(0.2)
+    third = socket.create_connection((host, int(port)), timeout=5)
+    assert third.recv(1) == b""  # no slot: closed unserved
+    began = time.monotonic()
+    assert all(connection.recv(1) == b"" for connection in slow)  # the deadline closes a trickling sender
+    assert time.monotonic() - began < 5
+    for connection in (*slow, third):
+        connection.close()
+    healthy = urllib.request.urlopen(f"{receiver.server.url}/healthz", timeout=5)  # slots are free again
+    assert healthy.status == 200

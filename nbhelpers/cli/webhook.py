@@ -20,6 +20,7 @@ appears in an answer, a log line or a written file.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import io
 import ipaddress
@@ -51,6 +52,10 @@ MAX_BODY_BYTES = 1 << 20
 MAX_QUEUED = 32  # distinct services waiting for the worker; more are refused until it catches up
 SLACK_TIMEOUT_SECONDS = 5.0
 READ_TIMEOUT_SECONDS = 10.0  # a client that stalls mid-request loses its connection, not a thread forever
+CONNECTION_DEADLINE_SECONDS = 30.0  # a connection is closed after this long, however slowly its sender trickles
+MAX_CONNECTIONS = 16  # connections served at once; more are closed at once (Alertmanager retries)
+MIN_SECRET_LENGTH = 16  # a shorter shared secret is refused at start-up: it could be guessed
+MAX_ALERT_NAME = 120  # characters of an alertname kept for logs and notifications
 MAX_ROOT_CAUSES_NOTIFIED = 3
 # Labels that name the InferenceService directly, in order of preference. The last two are how
 # Prometheus spells the pod label serving.kserve.io/inferenceservice (kube-state-metrics adds "label_").
@@ -66,18 +71,18 @@ NAMESPACE_LABELS = ("namespace", "destination_service_namespace")
 Progress = Callable[[str], None]
 Clock = Callable[[], datetime]
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # used with fullmatch: no trailing newline
 # <isvc>-predictor, older <isvc>-predictor-default, Knative revisions <isvc>-predictor-00001 and their
 # -private Services; the greedy name keeps an InferenceService whose own name contains "-predictor".
 _PREDICTOR_SERVICE = re.compile(
-    r"^(?P<isvc>[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)-predictor(?:-default)?(?:-\d{5})?(?:-private)?$"
+    r"(?P<isvc>[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)-predictor(?:-default)?(?:-\d{5})?(?:-private)?"
 )
 # Pods: <isvc>-predictor-<replicaset hash>-<suffix> (RawDeployment) or
 # <isvc>-predictor-00001-deployment-<hash>-<suffix> (Serverless).
 _PREDICTOR_POD = re.compile(
-    r"^(?P<isvc>[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)-predictor(?:-default)?(?:-\d{5}-deployment)?-[a-z0-9]+-[a-z0-9]+$"
+    r"(?P<isvc>[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)-predictor(?:-default)?(?:-\d{5}-deployment)?-[a-z0-9]+-[a-z0-9]+"
 )
-_RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|z|[+-]\d\d:\d\d)$")
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|z|[+-]\d\d:\d\d)")
 
 
 # --------------------------------------------------------------------------------------------- payload
@@ -156,7 +161,7 @@ def parse_payload(body: bytes) -> list[Alert]:
 
 def parse_alert_time(text: str) -> datetime | None:
     """An alert timestamp (RFC 3339; Go writes nanoseconds) in UTC; ``None`` when absent, malformed or zero."""
-    match = _RFC3339.match(text.strip())
+    match = _RFC3339.fullmatch(text.strip())
     if not match:
         return None
     seconds, fraction, offset = match.groups()
@@ -174,7 +179,7 @@ def parse_alert_time(text: str) -> datetime | None:
 def isvc_from_predictor_name(name: str, pod: bool = False) -> str | None:
     """The InferenceService behind a predictor Service (or, with ``pod``, a predictor pod) name, if it is one."""
     short = name.split(".", 1)[0]  # a Service's cluster DNS name: <name>.<namespace>.svc...
-    match = (_PREDICTOR_POD if pod else _PREDICTOR_SERVICE).match(short)
+    match = (_PREDICTOR_POD if pod else _PREDICTOR_SERVICE).fullmatch(short)
     return match.group("isvc") if match else None
 
 
@@ -189,11 +194,11 @@ def find_target(labels: Mapping[str, str]) -> Target | Skip:
     namespace = next((labels[name] for name in NAMESPACE_LABELS if labels.get(name)), "")
     if not namespace:
         return Skip("no namespace label")
-    if not _DNS_LABEL.match(namespace):
+    if not _DNS_LABEL.fullmatch(namespace):
         return Skip(f"namespace {namespace!r} is not a valid namespace name")
     for label in ISVC_LABELS:
         if labels.get(label):
-            if not _DNS_LABEL.match(labels[label]):
+            if not _DNS_LABEL.fullmatch(labels[label]):
                 return Skip(f"label {label}={labels[label]!r} is not a valid InferenceService name")
             return Target(namespace, labels[label])
     derived = [isvc_from_predictor_name(labels.get(label, "")) for label in SERVICE_LABELS]
@@ -220,7 +225,7 @@ def job_for(alert: Alert) -> Job | Skip:
     starts_at = parse_alert_time(alert.starts_at)
     if starts_at is None:
         return Skip(f"startsAt {alert.starts_at!r} is not an RFC 3339 time")
-    return Job(target, alert.name, starts_at)
+    return Job(target, printable(alert.name)[:MAX_ALERT_NAME], starts_at)
 
 
 def _whole_seconds(moment: datetime) -> datetime:
@@ -331,6 +336,16 @@ def triage_job(base: TriageParams, job: Job, out: Path, lookback: timedelta, clo
     return RunRecord(job, folder, result.root_causes, critical, report.coverage_line(result))
 
 
+def printable(text: str) -> str:
+    """Untrusted text for one log line: control characters (newlines, terminal escapes) become '?'."""
+    return "".join(char if char.isprintable() else "?" for char in text)
+
+
+def slack_text(text: str) -> str:
+    """Text Slack shows as written: ``&``, ``<`` and ``>`` escaped, so labels cannot mention or link."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def run_line(record: RunRecord) -> str:
     """The progress line, and the notification text, of a finished run."""
     head = f"{record.job.ref} (alert {record.job.alert or 'unnamed'})"
@@ -420,6 +435,11 @@ def settings_from_options(triage: TriageParams, options: Mapping[str, Any], envi
     """Validate the command line (``RunbookError`` on bad input) into :class:`Settings`."""
     listen = parse_listen(str(options["listen"]))
     secret = _env_value(environment, options["secret_env"], "--secret-env")
+    if secret and len(secret) < MIN_SECRET_LENGTH:
+        raise RunbookError(
+            f"--secret-env {options['secret_env']}: the secret has {len(secret)} characters; use at least "
+            f"{MIN_SECRET_LENGTH} (e.g. openssl rand -hex 24)"
+        )
     if not secret and not listen.loopback and not options["insecure_no_auth"]:
         raise RunbookError(
             f"refusing to listen on {listen.host} without authentication: set --secret-env VAR (the shared "
@@ -460,8 +480,30 @@ def _error(status: int, message: str, *headers: tuple[str, str], close: bool = F
 
 
 class _HttpServer(ThreadingHTTPServer):
+    """One thread per connection, at most :data:`MAX_CONNECTIONS` at once: further ones are closed unserved."""
+
     daemon_threads = True
     receiver: WebhookServer
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -473,6 +515,22 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # no access log: runs are reported instead
         return
+
+    def setup(self) -> None:
+        super().setup()
+        # The socket timeout bounds each read; this bounds the whole connection (a sender trickling bytes).
+        self._deadline = threading.Timer(CONNECTION_DEADLINE_SECONDS, self._expire)
+        self._deadline.daemon = True
+        self._deadline.start()
+
+    def _expire(self) -> None:
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def finish(self) -> None:
+        self._deadline.cancel()
+        with contextlib.suppress(OSError):
+            super().finish()
 
     def _handle(self) -> None:
         headers = {name: value for name in _READ_HEADERS if (value := self.headers.get(name)) is not None}
@@ -629,9 +687,9 @@ class WebhookServer:
                 self._admissions.finished(job.target, self._clock())
                 self._runs.append(record)
                 self._changed.notify_all()
-            self._say(f"webhook: {'failed' if record.error else 'done'} {run_line(record)}")
+            self._say(printable(f"webhook: {'failed' if record.error else 'done'} {run_line(record)}"))
             if settings.slack_url:
-                failure = post_to_slack(settings.slack_url, f"kserve-runbook: {run_line(record)}")
+                failure = post_to_slack(settings.slack_url, slack_text(f"kserve-runbook: {run_line(record)}"))
                 if failure:
                     self._say(f"webhook: Slack notification for {job.ref} failed: {failure}")
 
