@@ -23,6 +23,7 @@ from nbhelpers.render import charts, report
 from nbhelpers.scenarios import list_scenarios, scenario_bundle
 from nbhelpers.sources.bundle import write_bundle_files
 from nbhelpers.triage import StepResult, TriageParams, TriageResult, run
+from nbhelpers.util import files
 from nbhelpers.util.times import Window
 
 NS, ISVC = "llm", "vllm-llm"
@@ -306,7 +307,7 @@ def test_invalid_findings_raise_and_write_nothing(tmp_path: Path) -> None:
 def test_failed_atomic_write_leaves_no_temporary(tmp_path: Path) -> None:
     (tmp_path / "summary.md").mkdir()  # os.replace cannot put a file over a directory
     with pytest.raises(OSError):
-        report.write_atomic(tmp_path / "summary.md", b"text")
+        files.write_atomic(tmp_path / "summary.md", b"text")
     assert [path.name for path in tmp_path.iterdir()] == ["summary.md"]
 
 

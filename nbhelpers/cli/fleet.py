@@ -41,6 +41,7 @@ from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import ClusterSource, KubeObject, LogRequest
 from nbhelpers.sources.kinds import Kind
 from nbhelpers.triage import SharedSources, TriageParams, open_live_sources, run
+from nbhelpers.util.files import write_atomic
 from nbhelpers.util.times import Window, format_time, parse_duration
 
 FLEET_SCHEMA_ID = "kserve-runbook/fleet/v1"
@@ -402,8 +403,8 @@ def write_index(result: FleetResult) -> dict[str, Path]:
     document = (json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n").encode()
     markdown = fleet_markdown(result).encode()
     return {
-        "fleet.json": report.write_atomic(result.out_dir / "fleet.json", document),
-        "fleet.md": report.write_atomic(result.out_dir / "fleet.md", markdown),
+        "fleet.json": write_atomic(result.out_dir / "fleet.json", document),
+        "fleet.md": write_atomic(result.out_dir / "fleet.md", markdown),
     }
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -36,6 +35,7 @@ from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import SeriesData
 from nbhelpers.sources.kube import event_interval
 from nbhelpers.triage import TriageResult
+from nbhelpers.util.files import write_atomic
 from nbhelpers.util.times import Window
 
 EVENT_TTL_SECONDS = 3600
@@ -73,23 +73,6 @@ def validate_findings(document: dict[str, Any]) -> None:
     if error is not None:
         where = "/".join(str(part) for part in error.absolute_path) or "(document)"
         raise InvalidFindings(f"findings.json does not match schema at {where}: {error.message}")
-
-
-def write_atomic(path: Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-            os.fchmod(handle.fileno(), 0o644)  # mkstemp creates 0600; reports are meant to be shared
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def findings_json_bytes(result: TriageResult) -> bytes:
