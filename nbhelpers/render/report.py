@@ -30,7 +30,7 @@ import jsonschema
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Evidence, ReadRecord
 from nbhelpers.findings.model import CATALOG, Finding, Severity
-from nbhelpers.metrics.series import MetricData
+from nbhelpers.metrics.series import MetricData, SamplePairs
 from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import SeriesData
 from nbhelpers.sources.kube import event_interval
@@ -41,7 +41,6 @@ from nbhelpers.util.times import Window
 EVENT_TTL_SECONDS = 3600
 MAX_TIMELINE_EVENTS = 60
 MAX_ITEMS_PER_GROUP = 8
-Samples = list[tuple[float, float]]
 
 # Edge request metrics by preference: (catalog id, status label, where the requests were counted).
 STATUS_QUERIES: tuple[tuple[str, str, str], ...] = (
@@ -96,11 +95,11 @@ def write_outputs(result: TriageResult, out_dir: str | os.PathLike[str]) -> dict
 # --------------------------------------------------------------------------------------------- metrics
 
 
-def finite(samples: Iterable[tuple[float, float]]) -> Samples:
+def finite(samples: Iterable[tuple[float, float]]) -> SamplePairs:
     return [(t, v) for t, v in samples if math.isfinite(v)]
 
 
-def sum_by_time(series: Iterable[SeriesData]) -> Samples:
+def sum_by_time(series: Iterable[SeriesData]) -> SamplePairs:
     """Add the series sample by sample (Prometheus range answers share one step grid)."""
     totals: dict[float, float] = {}
     for item in series:
@@ -122,9 +121,9 @@ class StatusRates:
     query_id: str
     where: str
     step: int
-    by_code: dict[str, Samples]
+    by_code: dict[str, SamplePairs]
 
-    def matching(self, prefix: str) -> Samples:
+    def matching(self, prefix: str) -> SamplePairs:
         totals: dict[float, float] = {}
         for code, samples in self.by_code.items():
             if code.startswith(prefix):
@@ -146,7 +145,7 @@ def status_rates(evidence: Evidence) -> StatusRates | None:
     return None
 
 
-def counter_increases(samples: Sequence[tuple[float, float]]) -> Samples:
+def counter_increases(samples: Sequence[tuple[float, float]]) -> SamplePairs:
     """(time, increase since the previous sample) for every sample where a counter went up (resets count)."""
     increases = []
     clean = finite(samples)
@@ -168,7 +167,7 @@ def restart_increases(evidence: Evidence) -> list[tuple[float, float, str]]:
     return sorted(rises)
 
 
-def _peak(samples: Samples) -> tuple[float, float] | None:
+def _peak(samples: SamplePairs) -> tuple[float, float] | None:
     return max(samples, key=lambda sample: sample[1]) if samples else None
 
 
@@ -341,7 +340,7 @@ def _event_entry(event: dict[str, Any]) -> TimelineEntry | None:
     )
 
 
-def _transitions(samples: Samples, name: str) -> list[TimelineEntry]:
+def _transitions(samples: SamplePairs, name: str) -> list[TimelineEntry]:
     """Ready pods dropping to zero and coming back."""
     entries = []
     for (_, before), (t, after) in pairwise(samples):
