@@ -4,17 +4,15 @@ Every file is written atomically (a temporary file in the target directory,
 then ``os.replace``), so a reader never sees half a report. ``findings.json``
 is validated against the shipped schema before anything is written.
 
-The metric helpers here (status-code rates, counter increases, the impact and
-the timeline) work on :class:`~nbhelpers.metrics.series.MetricData` only; charts.py
-reuses them so the numbers in summary.md and the charts agree.
+The impact and the timeline read the metrics through :mod:`nbhelpers.facts.traffic`, as the
+charts do, so the numbers in summary.md and the charts agree.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import cache
@@ -29,10 +27,10 @@ import jsonschema
 
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Evidence, ReadRecord
+from nbhelpers.facts.traffic import finite, peak_sample, restart_increases, status_rates, sum_by_time, usable
 from nbhelpers.findings.model import CATALOG, Finding, Severity
-from nbhelpers.metrics.series import MetricData, SamplePairs
+from nbhelpers.metrics.series import SamplePairs
 from nbhelpers.sources import kinds, kube
-from nbhelpers.sources.base import SeriesData
 from nbhelpers.sources.kube import event_interval
 from nbhelpers.triage import TriageResult
 from nbhelpers.util.files import write_atomic
@@ -41,13 +39,6 @@ from nbhelpers.util.times import Window
 EVENT_TTL_SECONDS = 3600
 MAX_TIMELINE_EVENTS = 60
 MAX_ITEMS_PER_GROUP = 8
-
-# Edge request metrics by preference: (catalog id, status label, where the requests were counted).
-STATUS_QUERIES: tuple[tuple[str, str, str], ...] = (
-    ("istio_requests_by_code", "response_code", "the Istio proxies"),
-    ("nginx_requests_by_status", "status", "ingress-nginx"),
-    ("knative_requests_by_code", "response_code", "Knative"),
-)
 
 
 class InvalidFindings(ValueError):
@@ -92,85 +83,6 @@ def write_outputs(result: TriageResult, out_dir: str | os.PathLike[str]) -> dict
     }
 
 
-# --------------------------------------------------------------------------------------------- metrics
-
-
-def finite(samples: Iterable[tuple[float, float]]) -> SamplePairs:
-    return [(t, v) for t, v in samples if math.isfinite(v)]
-
-
-def sum_by_time(series: Iterable[SeriesData]) -> SamplePairs:
-    """Add the series sample by sample (Prometheus range answers share one step grid)."""
-    totals: dict[float, float] = {}
-    for item in series:
-        for t, v in finite(item.samples):
-            totals[t] = totals.get(t, 0.0) + v
-    return sorted(totals.items())
-
-
-def usable(evidence: Evidence, query_id: str) -> MetricData | None:
-    """The query's answer when it has series."""
-    data = evidence.metrics.get(query_id)
-    return data if data is not None and data.status == "ok" and data.series else None
-
-
-@dataclass(frozen=True)
-class StatusRates:
-    """Request rates by HTTP status at the first edge that reported any."""
-
-    query_id: str
-    where: str
-    step: int
-    by_code: dict[str, SamplePairs]
-
-    def matching(self, prefix: str) -> SamplePairs:
-        totals: dict[float, float] = {}
-        for code, samples in self.by_code.items():
-            if code.startswith(prefix):
-                for t, v in samples:
-                    totals[t] = totals.get(t, 0.0) + v
-        return sorted(totals.items())
-
-
-def status_rates(evidence: Evidence) -> StatusRates | None:
-    for query_id, label, where in STATUS_QUERIES:
-        data = usable(evidence, query_id)
-        if data is None:
-            continue
-        grouped: dict[str, list[SeriesData]] = {}
-        for item in data.series:
-            grouped.setdefault(item.labels.get(label, "unknown"), []).append(item)
-        by_code = {code: sum_by_time(items) for code, items in sorted(grouped.items())}
-        return StatusRates(query_id, where, data.step, by_code)
-    return None
-
-
-def counter_increases(samples: Sequence[tuple[float, float]]) -> SamplePairs:
-    """(time, increase since the previous sample) for every sample where a counter went up (resets count)."""
-    increases = []
-    clean = finite(samples)
-    for (_, before), (t, after) in pairwise(clean):
-        delta = after - before if after >= before else after
-        if delta > 0:
-            increases.append((t, delta))
-    return increases
-
-
-def restart_increases(evidence: Evidence) -> list[tuple[float, float, str]]:
-    """(time, restarts, pod) for every rise of a restart counter in the window, by time."""
-    data = usable(evidence, "pod_restarts")
-    if data is None:
-        return []
-    rises = [
-        (t, delta, item.labels.get("pod", "?")) for item in data.series for t, delta in counter_increases(item.samples)
-    ]
-    return sorted(rises)
-
-
-def _peak(samples: SamplePairs) -> tuple[float, float] | None:
-    return max(samples, key=lambda sample: sample[1]) if samples else None
-
-
 def _utc(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, tz=timezone.utc)
 
@@ -191,12 +103,14 @@ def impact_lines(evidence: Evidence) -> list[str]:
     rates = status_rates(evidence)
     if rates is not None:
         errors, everything = rates.matching("5"), rates.matching("")
-        peak = _peak(errors)
+        peak = peak_sample(errors)
         failed = sum(v for _, v in errors) * rates.step
         served = sum(v for _, v in everything) * rates.step
         if peak is not None and peak[1] > 0:
             share = f" ({failed / served:.1%} of all requests)" if served else ""
-            codes = ", ".join(code for code in rates.by_code if code.startswith("5") and _peak(rates.by_code[code]))
+            codes = ", ".join(
+                code for code in rates.by_code if code.startswith("5") and peak_sample(rates.by_code[code])
+            )
             lines.append(
                 f"5xx responses at {rates.where}: about {_number(failed)} in the window{share}, "
                 f"peak {_number(peak[1])}/s at {utc_text(_utc(peak[0]))} (codes {codes})."
@@ -206,13 +120,13 @@ def impact_lines(evidence: Evidence) -> list[str]:
     latency_parts = []
     for query_id, name in (("vllm_e2e_p95", "end-to-end p95"), ("vllm_ttft_p95", "time-to-first-token p95")):
         data = usable(evidence, query_id)
-        peak = _peak(sum_by_time(data.series)) if data else None
+        peak = peak_sample(sum_by_time(data.series)) if data else None
         if peak is not None:
             latency_parts.append(f"{name} peaked at {_number(peak[1])} s ({utc_text(_utc(peak[0]))})")
     if latency_parts:
         lines.append("vLLM latency: " + "; ".join(latency_parts) + ".")
     waiting = usable(evidence, "vllm_waiting")
-    waiting_peak = _peak(sum_by_time(waiting.series)) if waiting else None
+    waiting_peak = peak_sample(sum_by_time(waiting.series)) if waiting else None
     if waiting_peak is not None and waiting_peak[1] > 0:
         lines.append(f"Requests waiting in vLLM's queue peaked at {_number(waiting_peak[1])}.")
     restarts = restart_increases(evidence)
@@ -361,7 +275,7 @@ def metric_timeline(evidence: Evidence) -> list[TimelineEntry]:
         errors = [(t, v) for t, v in rates.matching("5") if v > 0]
         if errors:
             entries.append(TimelineEntry(_utc(errors[0][0]), f"first 5xx at {rates.where} ({_number(errors[0][1])}/s)"))
-            peak = _peak(errors)
+            peak = peak_sample(errors)
             assert peak is not None
             entries.append(TimelineEntry(_utc(peak[0]), f"5xx peak at {rates.where} ({_number(peak[1])}/s)"))
             entries.append(
