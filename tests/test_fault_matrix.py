@@ -46,7 +46,7 @@ from fakeapi import (
 from nbhelpers.cli import headless
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Target
-from nbhelpers.render.report import write_outputs
+from nbhelpers.render.findings_json import write_outputs
 from nbhelpers.sources import kinds
 from nbhelpers.sources.base import LogRequest
 from nbhelpers.sources.bundle import write_bundle_files

@@ -10,7 +10,7 @@ import pytest
 from builders import CAPTURED_AT, bundle_files
 
 from nbhelpers.checks import STEPS
-from nbhelpers.render.report import InvalidFindings, findings_schema, validate_findings
+from nbhelpers.render.findings_json import InvalidFindings, findings_schema, validate_findings
 from nbhelpers.sources.bundle import write_bundle_files
 from nbhelpers.triage import TriageParams, run
 

@@ -51,7 +51,7 @@ from nbhelpers.cli.webhook import (
 )
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Target
-from nbhelpers.render.report import validate_findings
+from nbhelpers.render.findings_json import validate_findings
 from nbhelpers.triage import TriageParams
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=timezone.utc)

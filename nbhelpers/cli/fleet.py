@@ -36,7 +36,8 @@ from nbhelpers import __version__
 from nbhelpers.errors import ReadFailed, RunbookError
 from nbhelpers.evidence.gather import require_isvc
 from nbhelpers.evidence.model import Target
-from nbhelpers.render import report
+from nbhelpers.render.findings_json import write_outputs
+from nbhelpers.render.summary import utc_text, window_text
 from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import ClusterSource, KubeObject, LogRequest
 from nbhelpers.sources.kinds import Kind
@@ -277,7 +278,7 @@ def triage_service(
             document = _run_notebook(params, folder, shared.cluster)
         else:
             result = run(params, shared=shared)
-            report.write_outputs(result, folder)
+            write_outputs(result, folder)
             document = result.to_json()
     except Exception as error:  # one service's failure must not stop the fleet
         written = folder.is_dir() and any(folder.iterdir())
@@ -467,9 +468,9 @@ def fleet_markdown(result: FleetResult) -> str:
         f"{totals['error']} not triaged, {totals['warning']} with warnings only, {totals['clean']} with neither "
         f"({totals['partial']} partial).",
         "",
-        f"- Window: {report.window_text(result.window)}",
+        f"- Window: {window_text(result.window)}",
         f"- Sources: cluster {result.sources.get('cluster')}, metrics {result.sources.get('prometheus')}",
-        f"- Generated: {report.utc_text(result.generated_at)}",
+        f"- Generated: {utc_text(result.generated_at)}",
         "",
         "| # | InferenceService | mode | critical | warning | info | top root cause | run | files |",
         "|---|---|---|---|---|---|---|---|---|",

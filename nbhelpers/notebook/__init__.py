@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from nbhelpers.errors import RunbookError
 from nbhelpers.notebook import display
-from nbhelpers.render.report import write_outputs
+from nbhelpers.render.findings_json import write_outputs
 from nbhelpers.render.symptoms import reading_order_html, symptom_for
 from nbhelpers.triage import Progress, TriageParams, TriageResult, run
 from nbhelpers.util.files import write_atomic
