@@ -39,8 +39,9 @@ from nbhelpers.evidence.model import Target
 from nbhelpers.render.findings_json import write_outputs
 from nbhelpers.render.summary import utc_text, window_text
 from nbhelpers.sources import kinds, kube
-from nbhelpers.sources.base import ClusterSource, KubeObject, LogRequest
+from nbhelpers.sources.base import ClusterSource, LogRequest
 from nbhelpers.sources.kinds import Kind
+from nbhelpers.sources.kube import KubeObject
 from nbhelpers.triage import SharedSources, TriageParams, open_live_sources, run
 from nbhelpers.util.files import write_atomic
 from nbhelpers.util.times import Window, format_time, parse_duration
