@@ -11,7 +11,7 @@ layer (``nbhelpers.util.times``, say) does not pull in the whole package.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 __version__ = "0.1.0"
 
@@ -41,13 +41,6 @@ __all__ = [
     "run",
 ]
 assert set(__all__) == {"__version__", *_PUBLIC}
-
-if TYPE_CHECKING:
-    from nbhelpers.errors import RunbookError
-    from nbhelpers.evidence.model import Evidence
-    from nbhelpers.findings.catalog import CATALOG, Severity
-    from nbhelpers.findings.model import Finding
-    from nbhelpers.triage import TriageParams, TriageResult, params_from_text, run
 
 
 def __getattr__(name: str) -> Any:

@@ -28,7 +28,7 @@ from pathlib import Path
 from nbhelpers.checks import STEP_IDS
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.findings.catalog import CATALOG, Severity, reachable
-from nbhelpers.render import report
+from nbhelpers.render.summary import coverage_line, impact_lines, window_text
 from nbhelpers.render.symptoms import SYMPTOMS
 from nbhelpers.scenarios import ScenarioSpec, list_scenarios, load_spec, scenario_bundle
 from nbhelpers.sources import kube
@@ -205,11 +205,11 @@ def evidence_summary(result: TriageResult) -> list[str]:
     evidence = result.evidence
     lines = [
         f"InferenceService {evidence.target.namespace}/{evidence.target.isvc} "
-        f"({evidence.deployment_mode}); window {report.window_text(evidence.window)}.",
-        report.coverage_line(result),
+        f"({evidence.deployment_mode}); window {window_text(evidence.window)}.",
+        coverage_line(result),
         _readiness_line(evidence),
     ]
-    lines += report.impact_lines(evidence)
+    lines += impact_lines(evidence)
     events = notable_events(evidence)
     lines += [f"Event: {line}" for line in events] if events else ["No warning events in the window."]
     return lines

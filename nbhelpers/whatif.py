@@ -36,11 +36,11 @@ from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import cold_starts, common, engine, timeout_layers
 from nbhelpers.facts import scaling as scale_facts
 from nbhelpers.facts.autoscalers import HPA, POD_AUTOSCALER, Autoscaler, resolve
+from nbhelpers.facts.traffic import status_rates
 from nbhelpers.metrics import series
 from nbhelpers.models import capacity as cap
 from nbhelpers.models import hpa as hpa_model
 from nbhelpers.models import kpa as kpa_model
-from nbhelpers.render.report import status_rates
 from nbhelpers.sources import kube
 from nbhelpers.util.times import Window, duration_seconds, parse_k8s_time
 

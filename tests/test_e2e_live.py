@@ -18,7 +18,7 @@ from conftest import CLUSTER_FIXTURES
 from fakeapi import FakeApiServer
 from promharness import PrometheusServer, prometheus_server  # noqa: F401  (pytest fixture)
 
-from nbhelpers.render.report import findings_schema
+from nbhelpers.render.findings_json import findings_schema
 from nbhelpers.triage import TriageParams, params_from_text, run
 
 pytestmark = pytest.mark.integration

@@ -46,11 +46,12 @@ from fakeapi import (
 from nbhelpers.cli import headless
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Target
-from nbhelpers.render.report import write_atomic, write_outputs
+from nbhelpers.render.findings_json import write_outputs
 from nbhelpers.sources import kinds
 from nbhelpers.sources.base import LogRequest
 from nbhelpers.sources.bundle import write_bundle_files
 from nbhelpers.triage import TriageParams, TriageResult, params_from_text, run
+from nbhelpers.util.files import write_atomic
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,7 @@ from promharness import PrometheusServer, prometheus_server  # noqa: F401  (pyte
 
 from nbhelpers.cli.fleet import FleetRequest, run_fleet
 from nbhelpers.errors import RunbookError
-from nbhelpers.render.report import findings_schema
+from nbhelpers.render.findings_json import findings_schema
 from nbhelpers.triage import params_from_text, run
 from nbhelpers.util.times import Window
 

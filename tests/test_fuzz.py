@@ -30,7 +30,7 @@ from nbhelpers.evidence.gather import filter_log_to_window, gather
 from nbhelpers.evidence.model import Target
 from nbhelpers.facts import vllm_args, vllm_log
 from nbhelpers.models import load_time
-from nbhelpers.render.report import findings_json_bytes
+from nbhelpers.render.findings_json import findings_json_bytes
 from nbhelpers.sources import kube
 from nbhelpers.sources.bundle import open_bundle, write_bundle_files
 from nbhelpers.triage import TriageParams, params_from_text, run

@@ -15,9 +15,9 @@ from nbhelpers.evidence.capture import write_bundle
 from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Evidence, Target
 from nbhelpers.sources import kinds, kube
-from nbhelpers.sources.base import KubeObject
 from nbhelpers.sources.bundle import open_bundle
 from nbhelpers.sources.cluster_live import LiveCluster
+from nbhelpers.sources.kube import KubeObject
 from nbhelpers.util.redaction import REDACTED
 from nbhelpers.util.times import Window
 

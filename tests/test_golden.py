@@ -44,7 +44,7 @@ def _without_step_seconds(summary: str) -> str:
 
 
 def _summary(result: Any) -> str:
-    from nbhelpers.render.report import summary_markdown
+    from nbhelpers.render.summary import summary_markdown
 
     return _without_step_seconds(re.sub(r"\b\d+\.\d+ s\b", "<seconds>", summary_markdown(result)))
 

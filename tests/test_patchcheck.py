@@ -14,8 +14,8 @@ from builders import FIXTURES, load_yaml
 from checks.check_cases import assert_valid_patch
 
 from nbhelpers.findings.model import Finding, Patch
+from nbhelpers.sources.kube import KubeObject
 
-KubeObject = dict[str, Any]
 RAW = "checks/healthy/raw.yaml"
 SERVERLESS = "checks/healthy/serverless.yaml"
 GATEWAY_API = "checks/healthy/raw_gateway_api.yaml"

@@ -19,10 +19,12 @@ from nbhelpers.evidence.model import Evidence
 from nbhelpers.findings.model import Finding, Patch, rank_root_causes
 from nbhelpers.metrics import catalog
 from nbhelpers.notebook import display
-from nbhelpers.render import charts, report
+from nbhelpers.render import charts, findings_json, report_html
+from nbhelpers.render.summary import coverage_line, summary_markdown, window_text
 from nbhelpers.scenarios import list_scenarios, scenario_bundle
 from nbhelpers.sources.bundle import write_bundle_files
 from nbhelpers.triage import StepResult, TriageParams, TriageResult, run
+from nbhelpers.util import files
 from nbhelpers.util.times import Window
 
 NS, ISVC = "llm", "vllm-llm"
@@ -161,7 +163,7 @@ def result() -> TriageResult:
 
 @pytest.fixture(scope="module")
 def summary(result: TriageResult) -> str:
-    return report.summary_markdown(result)
+    return summary_markdown(result)
 
 
 def _section(markdown: str, heading: str) -> str:
@@ -202,7 +204,7 @@ def test_coverage_line_comes_first_and_says_why(summary: str) -> None:
 def test_coverage_without_prometheus_and_with_a_long_window() -> None:
     long_window = Window(CAPTURED_AT - timedelta(hours=3), CAPTURED_AT)
     evidence = incident_evidence(metrics=None, reads=(), window=long_window)
-    line = report.coverage_line(build_result(evidence, []))
+    line = coverage_line(build_result(evidence, []))
     assert "no Prometheus configured: no metrics were read" in line
     assert "the window spans 3.0 h but Kubernetes keeps events about an hour" in line
     assert "forbidden" not in line
@@ -210,7 +212,7 @@ def test_coverage_without_prometheus_and_with_a_long_window() -> None:
 
 def test_summary_and_ranked_root_causes(summary: str) -> None:
     assert "Most likely root cause: PORT_MISMATCH: vLLM listens on 8000" in _section(summary, "Summary")
-    assert f"- Incident window: {report.window_text(INCIDENT)}" in summary
+    assert f"- Incident window: {window_text(INCIDENT)}" in summary
     causes = _section(summary, "Root causes (most likely first)").strip().splitlines()
     assert causes == [
         "1. **PORT_MISMATCH** (critical): vLLM listens on 8000, the Service and probe use 8080",
@@ -263,7 +265,7 @@ def test_timeline_has_events_metric_changes_and_incident_in_order(summary: str) 
 
 def test_summary_without_findings_or_metrics() -> None:
     evidence = incident_evidence(metrics=None, reads=())
-    text = report.summary_markdown(build_result(evidence, [], incident=None))
+    text = summary_markdown(build_result(evidence, [], incident=None))
     assert "No critical or warning finding." in _section(text, "Root causes (most likely first)")
     assert _section(text, "Action items").strip() == "None."
     assert "Incident window" not in text
@@ -277,11 +279,11 @@ def test_write_outputs_writes_valid_files_atomically(result: TriageResult, tmp_p
     out = tmp_path / "out"
     out.mkdir()
     (out / "findings.json").write_text("stale")
-    written = report.write_outputs(result, out)
+    written = findings_json.write_outputs(result, out)
     assert set(written) == {"findings.json", "summary.md"}
     assert sorted(path.name for path in out.iterdir()) == ["findings.json", "summary.md"]  # no temporary left
     assert json.loads((out / "findings.json").read_text()) == result.to_json()
-    assert (out / "summary.md").read_text() == report.summary_markdown(result)
+    assert (out / "summary.md").read_text() == summary_markdown(result)
     assert stat.S_IMODE((out / "summary.md").stat().st_mode) == 0o644
 
 
@@ -295,10 +297,10 @@ def test_invalid_findings_raise_and_write_nothing(tmp_path: Path) -> None:
         root_causes=(),
         generated_at=good.generated_at,
     )
-    report.write_outputs(good, tmp_path)
+    findings_json.write_outputs(good, tmp_path)
     before = (tmp_path / "findings.json").read_bytes()
-    with pytest.raises(report.InvalidFindings, match="steps/0/status"):
-        report.write_outputs(broken, tmp_path)
+    with pytest.raises(findings_json.InvalidFindings, match="steps/0/status"):
+        findings_json.write_outputs(broken, tmp_path)
     assert (tmp_path / "findings.json").read_bytes() == before
     assert sorted(path.name for path in tmp_path.iterdir()) == ["findings.json", "summary.md"]
 
@@ -306,7 +308,7 @@ def test_invalid_findings_raise_and_write_nothing(tmp_path: Path) -> None:
 def test_failed_atomic_write_leaves_no_temporary(tmp_path: Path) -> None:
     (tmp_path / "summary.md").mkdir()  # os.replace cannot put a file over a directory
     with pytest.raises(OSError):
-        report.write_atomic(tmp_path / "summary.md", b"text")
+        files.write_atomic(tmp_path / "summary.md", b"text")
     assert [path.name for path in tmp_path.iterdir()] == ["summary.md"]
 
 
@@ -455,7 +457,9 @@ def _notebook_with_header() -> Any:
 
     v4 = nbformat.v4
     header = v4.new_output(
-        "display_data", data={"text/html": "<h1>Incident report</h1>"}, metadata={report.ROLE_KEY: report.HEADER_ROLE}
+        "display_data",
+        data={"text/html": "<h1>Incident report</h1>"},
+        metadata={report_html.ROLE_KEY: report_html.HEADER_ROLE},
     )
     verdict = v4.new_output("display_data", data={"text/html": "<h2>Verdict</h2>"})
     notebook = v4.new_notebook(
@@ -492,7 +496,7 @@ def _notebook_with_header() -> Any:
 
 
 def test_report_view_opens_with_the_header_and_drops_what_only_a_notebook_needs() -> None:
-    view = report.report_view(_notebook_with_header())
+    view = report_html.report_view(_notebook_with_header())
     sources = [cell.source for cell in view.cells]
     assert sources == [
         "show_coverage(triage)",
@@ -516,9 +520,9 @@ def test_external_reference_scanner_catches_cdn_assets() -> None:
         'const m = (await import("https://cdnjs.cloudflare.com/m.mjs")).default;</script></head>'
         '<body><a href="https://example.com">a link is fine</a><img src="data:image/png;base64,AA"></body></html>'
     )
-    found = report.external_references(page)
+    found = report_html.external_references(page)
     assert len(found) == 3
-    assert report.external_references('<script>var a = 1;</script><a href="https://x">x</a>') == []
+    assert report_html.external_references('<script>var a = 1;</script><a href="https://x">x</a>') == []
 
 
 # ------------------------------------------------------------------------------------------------- HTML
@@ -542,7 +546,7 @@ def test_report_html_from_the_executed_runbook(tmp_path: Path) -> None:
         kernel_name="python3",
         progress_bar=False,
     )
-    html_path = report.render_html(executed, tmp_path / "report.html")
+    html_path = report_html.render_html(executed, tmp_path / "report.html")
     page = html_path.read_text()
 
     assert "start_triage(" not in page and 'show_step(triage, "' not in page  # no code cells
@@ -573,7 +577,7 @@ def test_report_html_from_the_executed_runbook(tmp_path: Path) -> None:
     assert "✖ CRITICAL" in page
     links, ids = _internal_links(page)
     assert links and links <= ids, links - ids  # every in-page link has its anchor: they work offline
-    assert report.external_references(page) == []
+    assert report_html.external_references(page) == []
     assert not re.search(r"<(script|link)[^>]+(src|href)=[\"']?(https?:)?//", page)
     assert "forbidden (403): Node" in page
     assert not list(tmp_path.glob(".report.html.*"))
@@ -598,5 +602,5 @@ def test_render_html_refuses_remote_assets(tmp_path: Path) -> None:
     source = tmp_path / "in.ipynb"
     nbformat.write(notebook, source)
     with pytest.raises(RunbookError, match="would load from the network"):
-        report.render_html(source, tmp_path / "report.html")
+        report_html.render_html(source, tmp_path / "report.html")
     assert not (tmp_path / "report.html").exists()

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from builders import CAPTURED_AT, bundle_files
 
-from nbhelpers.checks import STEPS
-from nbhelpers.render.report import InvalidFindings, findings_schema, validate_findings
+from nbhelpers.checks import STEP_IDS, STEPS
+from nbhelpers.findings.catalog import CATALOG, Severity
+from nbhelpers.render.findings_json import (
+    InvalidFindings,
+    findings_schema,
+    strict_findings_schema,
+    validate_findings,
+)
 from nbhelpers.sources.bundle import write_bundle_files
 from nbhelpers.triage import params_from_text, run
 
@@ -70,6 +78,25 @@ def full_document() -> dict[str, Any]:
 
 def test_schema_is_draft_2020_12() -> None:
     assert findings_schema()["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+def test_schema_enums_are_the_codes_enums() -> None:
+    definitions = findings_schema()["$defs"]
+    assert tuple(definitions["step_id"]["enum"]) == STEP_IDS
+    assert definitions["finding"]["properties"]["severity"]["enum"] == [level.value for level in Severity]
+
+
+def test_published_schema_takes_any_well_formed_code_and_ours_only_the_catalog() -> None:
+    published = findings_schema()["$defs"]["code"]
+    assert "enum" not in published  # readers must accept codes added later: codes are added, never renamed
+    assert all(re.fullmatch(published["pattern"], code) for code in CATALOG)
+    assert strict_findings_schema()["$defs"]["code"]["enum"] == sorted(CATALOG)
+    later = _set(full_document(), ("findings", 0, "code"), "CODE_ADDED_LATER")
+    jsonschema.validate(later, findings_schema())
+    with pytest.raises(InvalidFindings, match="at findings/0/code:"):
+        validate_findings(later)
+    with pytest.raises(InvalidFindings, match="at root_causes/0:"):
+        validate_findings(_set(full_document(), ("root_causes", 0), "CODE_ADDED_LATER"))
 
 
 def test_minimal_and_full_documents_validate() -> None:

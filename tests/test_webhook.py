@@ -52,7 +52,7 @@ from nbhelpers.cli.webhook import (
 )
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Target
-from nbhelpers.render.report import validate_findings
+from nbhelpers.render.findings_json import validate_findings
 from nbhelpers.triage import TriageParams, params_from_text
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=timezone.utc)

@@ -48,6 +48,7 @@ from nbhelpers.findings.model import Finding
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.metrics import series
 from nbhelpers.models import regime
+from nbhelpers.models.load_time import WEIGHTS_LOADED
 from nbhelpers.models.model_table import ModelArchitecture, lookup_model
 from nbhelpers.models.vllm_memory import (
     DEFAULT_BLOCK_SIZE,
@@ -104,7 +105,7 @@ _FREE_MEMORY = re.compile(
     rf"utilization \({_NUMBER}, {_NUMBER} ?GiB\)"
 )
 _ENGINE_DEAD = re.compile(r"EngineDeadError|Engine loop has died|EngineCore encountered an issue")
-_LOADED = re.compile(r"Model loading took|Loading model weights took")
+_LOADED = WEIGHTS_LOADED
 _SERVING = re.compile(r"Application startup complete|Starting vLLM API server")
 
 

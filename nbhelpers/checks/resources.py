@@ -33,6 +33,7 @@ from nbhelpers.findings import patches
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding
 from nbhelpers.findings.steps import StepInfo
+from nbhelpers.models.load_time import WEIGHTS_LOADED
 from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.kube import event_interval
 from nbhelpers.util import quantities
@@ -78,7 +79,7 @@ _SHM_LOG = re.compile(
     r"|/dev/shm\S*.*(?:No space left on device|Cannot allocate memory)"
     r"|unable to write to file </torch_"
 )
-_WEIGHTS_LOG = re.compile(r"(?:Model loading took|Loading model weights took) ([\d.]+) (GiB|GB)")
+_WEIGHTS_LOG = WEIGHTS_LOADED
 _INSUFFICIENT = re.compile(r"(\d+) Insufficient ([A-Za-z0-9][\w./-]*[A-Za-z0-9])")
 _NODES_TOTAL = re.compile(r"\d+/(\d+) nodes are available")
 _PARAMETERS = re.compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)[bB](?![a-zA-Z0-9])")

@@ -36,11 +36,14 @@ from nbhelpers import __version__
 from nbhelpers.errors import ReadFailed, RunbookError
 from nbhelpers.evidence.gather import require_isvc
 from nbhelpers.evidence.model import Target
-from nbhelpers.render import report
+from nbhelpers.render.findings_json import write_outputs
+from nbhelpers.render.summary import utc_text, window_text
 from nbhelpers.sources import kinds, kube
-from nbhelpers.sources.base import ClusterSource, KubeObject, LogRequest
+from nbhelpers.sources.base import ClusterSource, LogRequest
 from nbhelpers.sources.kinds import Kind
+from nbhelpers.sources.kube import KubeObject
 from nbhelpers.triage import SharedSources, TriageParams, open_live_sources, run
+from nbhelpers.util.files import write_atomic
 from nbhelpers.util.times import Window, format_time
 
 FLEET_SCHEMA_ID = "kserve-runbook/fleet/v1"
@@ -276,7 +279,7 @@ def triage_service(
             document = _run_notebook(params, folder, shared.cluster)
         else:
             result = run(params, shared=shared)
-            report.write_outputs(result, folder)
+            write_outputs(result, folder)
             document = result.to_json()
     except Exception as error:  # one service's failure must not stop the fleet
         written = folder.is_dir() and any(folder.iterdir())
@@ -406,8 +409,8 @@ def write_index(result: FleetResult) -> dict[str, Path]:
     document = (json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n").encode()
     markdown = fleet_markdown(result).encode()
     return {
-        "fleet.json": report.write_atomic(result.out_dir / "fleet.json", document),
-        "fleet.md": report.write_atomic(result.out_dir / "fleet.md", markdown),
+        "fleet.json": write_atomic(result.out_dir / "fleet.json", document),
+        "fleet.md": write_atomic(result.out_dir / "fleet.md", markdown),
     }
 
 
@@ -470,9 +473,9 @@ def fleet_markdown(result: FleetResult) -> str:
         f"{totals['error']} not triaged, {totals['warning']} with warnings only, {totals['clean']} with neither "
         f"({totals['partial']} partial).",
         "",
-        f"- Window: {report.window_text(result.window)}",
+        f"- Window: {window_text(result.window)}",
         f"- Sources: cluster {result.sources.get('cluster')}, metrics {result.sources.get('prometheus')}",
-        f"- Generated: {report.utc_text(result.generated_at)}",
+        f"- Generated: {utc_text(result.generated_at)}",
         "",
         "| # | InferenceService | mode | critical | warning | info | top root cause | run | files |",
         "|---|---|---|---|---|---|---|---|---|",

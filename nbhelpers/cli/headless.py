@@ -186,7 +186,7 @@ def execute(
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    from nbhelpers.render.report import render_html
+    from nbhelpers.render.report_html import render_html
 
     deadline = params.deadline.total_seconds() if params.deadline else None
     with tempfile.TemporaryDirectory(prefix="kserve-runbook-") as scratch:

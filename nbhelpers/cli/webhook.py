@@ -43,7 +43,8 @@ from nbhelpers.cli.headless import output_dir
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Target
 from nbhelpers.findings.catalog import Severity
-from nbhelpers.render import report
+from nbhelpers.render.findings_json import write_outputs
+from nbhelpers.render.summary import coverage_line
 from nbhelpers.triage import TriageParams, open_live_sources, run
 from nbhelpers.util.redaction import redact_text
 from nbhelpers.util.times import MAX_WINDOW, format_time, parse_duration
@@ -326,14 +327,14 @@ def triage_job(base: TriageParams, job: Job, out: Path, lookback: timedelta, clo
     try:
         result = run(job_params(base, job, now, lookback), clock=clock)
         folder = output_dir(None, job.target, now, base=out)
-        report.write_outputs(result, folder)
+        write_outputs(result, folder)
     except Exception as error:  # one failed run must not stop the receiver
         text = " ".join(str(error).split())
         return RunRecord(
             job, None, error=text if isinstance(error, RunbookError) else f"{type(error).__name__}: {text}"
         )
     critical = sum(1 for finding in result.findings if finding.level is Severity.CRITICAL)
-    return RunRecord(job, folder, result.root_causes, critical, report.coverage_line(result))
+    return RunRecord(job, folder, result.root_causes, critical, coverage_line(result))
 
 
 def printable(text: str) -> str:

@@ -21,6 +21,7 @@ import click
 import yaml
 
 from nbhelpers.errors import RunbookError
+from nbhelpers.util.files import write_atomic
 from nbhelpers.util.times import parse_duration
 
 Series = dict[str, list[tuple[float, float]]]
@@ -117,8 +118,6 @@ def emit(text: str, out: str) -> None:
     if not out:
         click.echo(text, nl=False)
         return
-    from nbhelpers.render.report import write_atomic  # deferred: the report stack is slow to import
-
     target = Path(out)
     if target.is_dir():
         raise RunbookError(f"--out {out!r} is a directory; give a file name such as replay.csv")

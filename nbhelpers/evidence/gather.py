@@ -21,13 +21,13 @@ from nbhelpers.metrics.series import MetricData
 from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import (
     ClusterSource,
-    KubeObject,
     LogRequest,
     MetricsSource,
     describe_get,
     describe_list,
     describe_logs,
 )
+from nbhelpers.sources.kube import KubeObject
 from nbhelpers.util.redaction import redact_objects, redact_text
 from nbhelpers.util.times import Window, parse_k8s_time, query_step_seconds
 

@@ -18,7 +18,7 @@ from functools import cached_property
 
 from nbhelpers.metrics.series import MetricData
 from nbhelpers.sources import kinds, kube
-from nbhelpers.sources.base import KubeObject
+from nbhelpers.sources.kube import KubeObject
 from nbhelpers.util.times import Window
 
 

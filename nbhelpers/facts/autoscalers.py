@@ -31,8 +31,7 @@ from nbhelpers.models.kpa import (
     KNATIVE_TARGET_ANNOTATION,
 )
 from nbhelpers.sources import kinds, kube
-
-KubeObject = dict[str, Any]
+from nbhelpers.sources.kube import KubeObject
 
 HPA = "HorizontalPodAutoscaler"
 SCALED_OBJECT = "ScaledObject"

@@ -15,9 +15,8 @@ from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import vllm_args
 from nbhelpers.sources import kinds, kube
+from nbhelpers.sources.kube import KubeObject as KubeObject  # the checks name it common.KubeObject
 from nbhelpers.util import quantities
-
-KubeObject = dict[str, Any]
 
 SERVERLESS = "Serverless"
 RAW = "RawDeployment"

@@ -27,8 +27,7 @@ from nbhelpers.facts.autoscalers import (
     RESOURCE_METRICS_API,
 )
 from nbhelpers.sources import kinds, kube
-
-KubeObject = dict[str, Any]
+from nbhelpers.sources.kube import KubeObject
 
 KEDA = "keda"
 PROMETHEUS_ADAPTER = "prometheus-adapter"

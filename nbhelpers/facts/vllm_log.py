@@ -29,8 +29,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from nbhelpers.models.load_time import WEIGHTS_LOADED
+
 _NUMBER = r"(-?\d[\d,]*(?:\.\d+)?)"  # a digit first: a lone "," is not a number
-_LOADING = re.compile(rf"(?:Model loading took|Loading model weights took) {_NUMBER} ?Gi?B")
 _AVAILABLE = (
     re.compile(rf"Available KV cache memory: {_NUMBER} ?GiB"),
     re.compile(rf"kv_cache_size={_NUMBER} ?GiB"),
@@ -92,7 +93,7 @@ def _last_int(pattern: re.Pattern[str], text: str, group: int = 1) -> int | None
 
 
 def _last_startup(text: str) -> str:
-    starts = list(_LOADING.finditer(text))
+    starts = list(WEIGHTS_LOADED.finditer(text))
     return text[starts[-1].start() :] if starts else text
 
 
@@ -107,7 +108,7 @@ def parse_engine_log(text: str) -> EngineMemoryFacts:
         max_concurrency=_last(_CONCURRENCY, startup, 2, _float),
         concurrency_tokens_per_request=_last_int(_CONCURRENCY, startup),
         available_kv_gib=min(available) if available else None,
-        model_loading_gib=_last(_LOADING, startup, 1, _float),
+        model_loading_gib=_last(WEIGHTS_LOADED, startup, 1, _float),
         rejected_max_seq_len=_last_int(_V1_CAPACITY_ERROR, startup) or _last_int(_V0_CAPACITY_ERROR, startup),
         required_kv_gib=_last(_V1_CAPACITY_ERROR, startup, 2, _float),
         estimated_max_model_len=_last_int(_V1_CAPACITY_ERROR, startup, 4),

@@ -17,8 +17,7 @@ import yaml
 
 from nbhelpers.findings.model import Patch
 from nbhelpers.sources import kinds, kube
-
-KubeObject = dict[str, Any]
+from nbhelpers.sources.kube import KubeObject
 
 
 def merge_diff(original: Any, changed: Any) -> Any:

@@ -7,12 +7,13 @@ finite (NaN from a division by zero in PromQL, +Inf) are dropped so that they ca
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from nbhelpers.sources.base import SeriesData
 
-Samples = dict[float, float]  # unix seconds -> value
+SampleMap = dict[float, float]  # unix seconds -> value
+SamplePairs = Sequence[tuple[float, float]]  # (unix seconds, value) pairs, in time order
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,9 @@ def pod_of(labels: Mapping[str, str]) -> str:
     return labels.get("exported_pod") or labels.get("pod") or ""
 
 
-def by_pod(data: MetricData | None) -> dict[str, Samples]:
+def by_pod(data: MetricData | None) -> dict[str, SampleMap]:
     """Per pod, the values of its series summed at each sample time (a pod may export several series)."""
-    values: dict[str, Samples] = {}
+    values: dict[str, SampleMap] = {}
     answer = ok(data)
     for series in answer.series if answer is not None else ():
         per_pod = values.setdefault(pod_of(series.labels), {})
@@ -50,9 +51,9 @@ def by_pod(data: MetricData | None) -> dict[str, Samples]:
     return values
 
 
-def summed(data: MetricData | None) -> Samples:
+def summed(data: MetricData | None) -> SampleMap:
     """The sum over all series at each sample time, in time order."""
-    total: Samples = {}
+    total: SampleMap = {}
     answer = ok(data)
     for series in answer.series if answer is not None else ():
         for moment, value in series.samples:

@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbhelpers.metrics.series import SamplePairs
 from nbhelpers.models.hpa import HPA_DEFAULT_SCALE_UP
 from nbhelpers.models.kpa import (
     KNATIVE_METRIC_ANNOTATION,
@@ -43,8 +44,6 @@ from nbhelpers.models.kpa import (
     KNATIVE_UTILIZATION_DEFAULT,
     KNATIVE_WINDOW_ANNOTATION,
 )
-
-Samples = Sequence[tuple[float, float]]  # (t seconds, value), sorted by t
 
 # Pods are sized to run at this fraction of their capacity: room for the autoscaler's reaction and the HPA's
 # 10 % tolerance (the same fraction the scale_target step recommends targets with).
@@ -161,7 +160,7 @@ def _median(values: Sequence[float]) -> float:
 # --- demand -------------------------------------------------------------------------------------------
 
 
-def demand_from_conservation(completions: Samples, in_system: Samples) -> list[tuple[float, float]]:
+def demand_from_conservation(completions: SamplePairs, in_system: SamplePairs) -> list[tuple[float, float]]:
     """Arrivals per second as completions plus the growth of the requests in the engines (running + waiting):
     what came in either finished or is still there. Used when no edge layer counts the requests."""
     system = dict(in_system)
@@ -178,7 +177,7 @@ def demand_from_conservation(completions: Samples, in_system: Samples) -> list[t
     return arrivals
 
 
-def value_at(samples: Samples, moment: float, times: Sequence[float] | None = None, default: float = 0.0) -> float:
+def value_at(samples: SamplePairs, moment: float, times: Sequence[float] | None = None, default: float = 0.0) -> float:
     """The latest sample at or before ``moment`` (``default`` before the first one)."""
     keys = times if times is not None else [t for t, _ in samples]
     index = bisect.bisect_right(keys, moment) - 1
@@ -271,8 +270,8 @@ class _Capacity:
 
 
 def predict_queue(
-    demand: Samples,
-    ready: Samples,
+    demand: SamplePairs,
+    ready: SamplePairs,
     capacity: PodCapacity,
     timeout_seconds: float,
     *,
@@ -342,7 +341,7 @@ def predict_queue(
 
 
 def ready_timeline(
-    replicas: Samples, pod_ready_delay: float, initial_ready: int | None = None
+    replicas: SamplePairs, pod_ready_delay: float, initial_ready: int | None = None
 ) -> list[tuple[float, float]]:
     """Ready pods over time from the replica count in effect: a pod added at t is ready at t + delay; a scale
     down removes the youngest pods first (not-ready ones before ready ones, as a ReplicaSet does). The pods of
@@ -436,7 +435,7 @@ class Burst:
         return self.peak - self.base
 
 
-def steepest_burst(demand: Samples, window_seconds: float) -> Burst | None:
+def steepest_burst(demand: SamplePairs, window_seconds: float) -> Burst | None:
     """The largest ``max(demand over [t, t + window]) − demand(t)`` over the samples (None without demand)."""
     if not demand:
         return None
@@ -466,7 +465,7 @@ def replicas_for(rate: float, per_pod: float) -> int:
 
 def recommend(
     setup: ScalerSetup,
-    demand: Samples,
+    demand: SamplePairs,
     capacity: PodCapacity,
     cold_start_seconds: float | None,
 ) -> list[Recommendation]:

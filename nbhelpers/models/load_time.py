@@ -110,8 +110,13 @@ def startup_failure_threshold(load_seconds: float, period: int, margin: float = 
 # --- vLLM log timeline -----------------------------------------------------------------------------
 
 _KUBELET_PREFIX = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))\s?(.*)$")
+# vLLM's line once the weights are in GPU memory, the one definition of it (the memory facts and the
+# resources and queue_vs_oom steps read it too): V1 ``Model loading took 14.99 GiB and 3.1 seconds``
+# (newer: ``... GiB memory and ...``), V0 ``Loading model weights took 14.9888 GB`` (vLLM divides by
+# 2^30: these "GB" are GiB). Group 1 is the size per GPU; the match ends at the unit.
+WEIGHTS_LOADED = re.compile(r"(?:Model loading took|Loading model weights took) (\d+(?:\.\d+)?) ?Gi?B")
 _LOAD_STARTED = re.compile(r"Starting to load model")
-_WEIGHTS_LOADED = re.compile(r"Model loading took ([\d.]+) ?GiB and ([\d.]+) ?s")
+_WEIGHTS_LOAD_SECONDS = re.compile(r" and ([\d.]+) ?s")  # V1's "and 3.1 seconds" right after the size
 _WEIGHTS_ONLY = re.compile(r"Loading weights took ([\d.]+) ?s")
 _ENGINE_READY = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) ?s")
 _API_SERVER = re.compile(r"Starting vLLM (?:API )?server\b(?: \d+)? on ")
@@ -185,11 +190,12 @@ def parse_log_timeline(text: str) -> LogTimeline:
         last_at, last_message = moment, message or last_message
         if _LOAD_STARTED.search(message):
             found.setdefault("load_started_at", moment)
-        weights = _WEIGHTS_LOADED.search(message)
-        if weights:
+        weights = WEIGHTS_LOADED.search(message)
+        seconds = _WEIGHTS_LOAD_SECONDS.match(message, weights.end()) if weights else None
+        if weights and seconds:
             found.setdefault("weights_loaded_at", moment)
             found.setdefault("weights_gib", float(weights.group(1)))
-            found["weights_seconds"] = float(weights.group(2))
+            found["weights_seconds"] = float(seconds.group(1))
         weights_only = _WEIGHTS_ONLY.search(message)
         if weights_only:
             found.setdefault("weights_seconds", float(weights_only.group(1)))

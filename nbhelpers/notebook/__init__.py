@@ -34,9 +34,10 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from nbhelpers.errors import RunbookError
 from nbhelpers.notebook import display
-from nbhelpers.render.report import write_atomic, write_outputs
+from nbhelpers.render.findings_json import write_outputs
 from nbhelpers.render.symptoms import reading_order_html, symptom_for
 from nbhelpers.triage import TEXT_PARAMETERS, Progress, TriageParams, TriageResult, params_from_text, run
+from nbhelpers.util.files import write_atomic
 
 if TYPE_CHECKING:
     from nbhelpers.notebook.widgets import TriagePanel

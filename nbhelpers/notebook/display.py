@@ -20,7 +20,7 @@ Links: each finding's code links to its entry in the code reference
 anchors are on the same page, so they work offline.
 
 Outputs that report.html rearranges carry :data:`ROLE_KEY` in their display
-metadata (see :func:`nbhelpers.render.report.render_html`).
+metadata (see :func:`nbhelpers.render.report_html.render_html`).
 
 Charts: with ``static=True`` (the default: headless papermill runs and the
 report) they are shown as SVG rendered by vl-convert, so report.html needs no
@@ -41,13 +41,18 @@ from nbhelpers import __version__
 from nbhelpers.checks import STEP_BY_ID
 from nbhelpers.findings.catalog import CATALOG, Severity
 from nbhelpers.findings.model import Finding
-from nbhelpers.render import report
 from nbhelpers.render.code_reference import anchor, reference_html
+from nbhelpers.render.report_html import HEADER_ROLE, ROLE_KEY, TARGET_KEY
+from nbhelpers.render.summary import (
+    coverage_notes,
+    findings_by_code,
+    impact_lines,
+    ordered_findings,
+    utc_text,
+    window_text,
+)
 from nbhelpers.triage import StepResult, TriageResult
 from nbhelpers.util.times import Window
-
-ROLE_KEY = report.ROLE_KEY
-HEADER_ROLE = report.HEADER_ROLE  # the report's first output; render_html adds the run parameters after it
 
 
 @dataclass(frozen=True)
@@ -181,7 +186,7 @@ def _local_offset(moment: datetime, local: tzinfo | None) -> timedelta:
 
 def window_html(window: Window, local: tzinfo | None = None) -> str:
     """A window in UTC; the same interval in local time below it when the local zone is not UTC."""
-    text = escape(report.window_text(window))
+    text = escape(window_text(window))
     if _local_offset(window.start, local) or _local_offset(window.end, local):
         text += (
             f'<br><span style="color:#4b5563;">local: {escape(local_text(window.start, local))} to '
@@ -219,7 +224,7 @@ def header_facts(result: TriageResult, local: tzinfo | None = None) -> list[tupl
             "versions seen",
             escape(", ".join(f"{name} {value}" for name, value in sorted(evidence.versions.items())) or "none"),
         ),
-        ("generated", f"{escape(report.utc_text(result.generated_at))}{_local_suffix(result.generated_at, local)}"),
+        ("generated", f"{escape(utc_text(result.generated_at))}{_local_suffix(result.generated_at, local)}"),
         ("tool", f"kserve-runbook {escape(__version__)}"),
     ]
     return facts
@@ -250,7 +255,7 @@ def header_html(result: TriageResult, local: tzinfo | None = None) -> str:
 
 def coverage_html(result: TriageResult) -> str:
     """The coverage line: what could not be seen and why."""
-    notes = report.coverage_notes(result)
+    notes = coverage_notes(result)
     if notes and result.partial:
         text, look = (
             "<strong>Coverage: could not see everything.</strong>" + html_list(notes),
@@ -271,7 +276,7 @@ def coverage_html(result: TriageResult) -> str:
 
 def verdict_html(result: TriageResult) -> str:
     """The verdict first: the most likely root cause, the ranked list, and the impact in numbers."""
-    by_code = report.findings_by_code(result)
+    by_code = findings_by_code(result)
     counts = {level: sum(1 for f in result.findings if f.level is level) for level in Severity}
     tally = (
         f"{counts[Severity.CRITICAL]} critical, {counts[Severity.WARNING]} warning, "
@@ -298,7 +303,7 @@ def verdict_html(result: TriageResult) -> str:
         look = STATUS_LOOKS["ok"]
         head = f'<div style="font-size:16px;"><strong>No critical or warning finding</strong> ({escape(tally)}).</div>'
         ranked = ""
-    impact = report.impact_lines(result.evidence)
+    impact = impact_lines(result.evidence)
     impact_part = _label("Impact") + (html_list(impact) or "<div>No metrics or pods to measure the impact from.</div>")
     partial = (
         '<div style="margin-top:4px;"><strong>The result is partial:</strong> see the coverage above.</div>'
@@ -323,7 +328,7 @@ def _cause_link(code: str) -> str:
 def show_coverage(result: TriageResult, static: bool = True) -> None:
     """The report's opening: header, coverage line, verdict with impact, and the incident timeline chart."""
     target = f"{result.evidence.target.namespace}/{result.evidence.target.isvc}"
-    show_html(header_html(result), metadata={ROLE_KEY: HEADER_ROLE, report.TARGET_KEY: target})
+    show_html(header_html(result), metadata={ROLE_KEY: HEADER_ROLE, TARGET_KEY: target})
     show_html(
         coverage_html(result)
         + verdict_html(result)
@@ -485,7 +490,7 @@ def show_step(result: TriageResult, step_id: str, static: bool = True) -> None:
 
 def root_causes_html(result: TriageResult) -> str:
     """Action items in root-cause order (fix, apply, roll back), then the reference of every code shown."""
-    by_code = report.findings_by_code(result)
+    by_code = findings_by_code(result)
     if result.root_causes:
         actions = "".join(
             f'<li style="margin:10px 0;break-inside:avoid;">{severity_badge(by_code[code].level)} '
@@ -500,7 +505,7 @@ def root_causes_html(result: TriageResult) -> str:
         )
     else:
         body = '<div style="color:#166534;"><strong>No critical or warning finding: nothing to change.</strong></div>'
-    codes = list(dict.fromkeys(finding.code for finding in report.ordered_findings(result)))
+    codes = list(dict.fromkeys(finding.code for finding in ordered_findings(result)))
     reference = (
         '<h2 style="font-size:20px;margin:18px 0 4px 0;">Finding codes in this report</h2>'
         '<div style="color:#374151;">What each code means, why it causes the symptom, how to fix it and what '

@@ -779,7 +779,7 @@ class TriagePanel:
         try:
             result = self.session.run_all(self._params(), self._progress)
             if self.out_dir:
-                from nbhelpers.render.report import write_outputs
+                from nbhelpers.render.findings_json import write_outputs
 
                 write_outputs(result, self.out_dir)
         except (RunbookError, OSError) as error:  # bad input, or out_dir not writable

@@ -32,7 +32,7 @@ import pandas as pd
 
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts.pod_phases import PodPhases
-from nbhelpers.render.report import counter_increases, finite, status_rates, sum_by_time, usable
+from nbhelpers.facts.traffic import counter_increases, finite, status_rates, sum_by_time, usable
 from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import SeriesData
 from nbhelpers.util.times import Window

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from nbhelpers.scenarios.objects import QUEUE_IMAGE, KubeObject, custom_metric_error, unschedulable_message
+from nbhelpers.scenarios.objects import QUEUE_IMAGE, custom_metric_error, unschedulable_message
 from nbhelpers.scenarios.state import (
     Plan,
     PodPlan,
@@ -21,7 +21,7 @@ from nbhelpers.scenarios.state import (
     rng_for,
     user_hpa_metric,
 )
-from nbhelpers.sources.kube import SERVING_CONTAINER
+from nbhelpers.sources.kube import SERVING_CONTAINER, KubeObject
 from nbhelpers.util.times import format_time
 
 

@@ -28,8 +28,9 @@ from nbhelpers.scenarios.spec import ScenarioSpec
 from nbhelpers.scenarios.state import Plan, custom_metrics_api_missing, plan, stale_hpa_target
 from nbhelpers.scenarios.traffic import Simulation, simulate
 from nbhelpers.sources import kinds, kube
-from nbhelpers.sources.base import KubeObject, LogRequest, RangeResult, describe_get, describe_list, describe_logs
+from nbhelpers.sources.base import LogRequest, RangeResult, describe_get, describe_list, describe_logs
 from nbhelpers.sources.bundle import ObjectStore
+from nbhelpers.sources.kube import KubeObject
 
 TOOL_VERSION = "scenario"
 SPEC_FILE = "scenario/spec.yaml"

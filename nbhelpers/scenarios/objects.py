@@ -46,10 +46,10 @@ from nbhelpers.sources.kube import (
     DEPLOYMENT_MODE_ANNOTATION,
     ISVC_LABEL,
     SERVING_CONTAINER,
+    KubeObject,
 )
 from nbhelpers.util.times import format_time
 
-KubeObject = dict[str, Any]
 KNATIVE_SYSTEM = "knative-serving"
 KSERVE_SYSTEM = "kserve"
 INGRESS_DOMAIN = "example.com"

@@ -50,9 +50,9 @@ from typing import Any
 from nbhelpers.errors import BundleError
 from nbhelpers.scenarios.generator import RAW_METRICS_FILE
 from nbhelpers.sources import kinds, kube
-from nbhelpers.sources.base import KubeObject, SeriesData, series_from_matrix
+from nbhelpers.sources.base import SeriesData, series_from_matrix
 from nbhelpers.sources.bundle import BundleCluster, BundleFiles, Manifest, read_manifest
-from nbhelpers.sources.kube import event_interval
+from nbhelpers.sources.kube import KubeObject, event_interval
 from nbhelpers.util import quantities
 from nbhelpers.util.times import Window, parse_k8s_time
 

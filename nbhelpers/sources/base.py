@@ -15,8 +15,7 @@ from typing import Any, Protocol
 
 from nbhelpers.errors import ReadFailed
 from nbhelpers.sources.kinds import Kind
-
-KubeObject = dict[str, Any]
+from nbhelpers.sources.kube import KubeObject
 
 
 @dataclass(frozen=True)

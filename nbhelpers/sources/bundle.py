@@ -31,7 +31,6 @@ import yaml
 from nbhelpers.errors import BundleError, ReadFailed
 from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import (
-    KubeObject,
     LogRequest,
     RangeResult,
     SeriesData,
@@ -40,6 +39,7 @@ from nbhelpers.sources.base import (
     describe_logs,
     series_from_matrix,
 )
+from nbhelpers.sources.kube import KubeObject
 from nbhelpers.util.times import Window, parse_time
 
 BUNDLE_VERSION = 1

@@ -34,7 +34,6 @@ from urllib3.util.retry import Retry
 
 from nbhelpers.errors import ReadFailed, RunbookError
 from nbhelpers.sources.base import (
-    KubeObject,
     LogRequest,
     describe_get,
     describe_list,
@@ -42,6 +41,7 @@ from nbhelpers.sources.base import (
     request_timeout,
 )
 from nbhelpers.sources.kinds import Kind
+from nbhelpers.sources.kube import KubeObject
 
 PAGE_SIZE = 500
 DEFAULT_KUBECONFIG = "~/.kube/config"

@@ -1,40 +1,28 @@
-"""Renderers of a :class:`~nbhelpers.triage.TriageResult`: findings.json, summary.md, report.html.
+"""summary.md: the postmortem-style draft of an incident, from a :class:`~nbhelpers.triage.TriageResult`.
 
-Every file is written atomically (a temporary file in the target directory,
-then ``os.replace``), so a reader never sees half a report. ``findings.json``
-is validated against the shipped schema before anything is written.
+Coverage (what could not be seen and why), a summary paragraph, the impact with numbers, root causes,
+findings with their evidence, action items with patches, a timeline (events, metric changes, the
+incident bounds) and the steps table. Its text helpers (``utc_text``, ``window_text``,
+``coverage_line``, ``impact_lines``, ``ordered_findings``...) are reused by the notebook display,
+training and the fleet index so every view words things the same way.
 
-The metric helpers here (status-code rates, counter increases, the impact and
-the timeline) work on :class:`~nbhelpers.metrics.series.MetricData` only; charts.py
-reuses them so the numbers in summary.md and the charts agree.
+The impact and the timeline read the metrics through :mod:`nbhelpers.facts.traffic`, as the
+charts do, so the numbers in summary.md and the charts agree.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import os
-import tempfile
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from functools import cache
-from html import escape
-from html.parser import HTMLParser
-from importlib import resources
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
-import jsonschema
-
-from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Evidence, ReadRecord
+from nbhelpers.facts.traffic import finite, peak_sample, restart_increases, status_rates, sum_by_time, usable
 from nbhelpers.findings.catalog import CATALOG, Severity
 from nbhelpers.findings.model import Finding
-from nbhelpers.metrics.series import MetricData
+from nbhelpers.metrics.series import SamplePairs
 from nbhelpers.sources import kinds, kube
-from nbhelpers.sources.base import SeriesData
 from nbhelpers.sources.kube import event_interval
 from nbhelpers.triage import TriageResult
 from nbhelpers.util.times import Window
@@ -42,152 +30,6 @@ from nbhelpers.util.times import Window
 EVENT_TTL_SECONDS = 3600
 MAX_TIMELINE_EVENTS = 60
 MAX_ITEMS_PER_GROUP = 8
-Samples = list[tuple[float, float]]
-
-# Edge request metrics by preference: (catalog id, status label, where the requests were counted).
-STATUS_QUERIES: tuple[tuple[str, str, str], ...] = (
-    ("istio_requests_by_code", "response_code", "the Istio proxies"),
-    ("nginx_requests_by_status", "status", "ingress-nginx"),
-    ("knative_requests_by_code", "response_code", "Knative"),
-)
-
-
-class InvalidFindings(ValueError):
-    """A findings document that does not match ``findings-v1.json`` (a bug: nothing is written)."""
-
-
-# ----------------------------------------------------------------------------------------------- files
-
-
-@cache
-def findings_schema() -> dict[str, Any]:
-    """The shipped JSON Schema of findings.json (``nbhelpers/schemas/findings-v1.json``)."""
-    text = resources.files("nbhelpers").joinpath("schemas/findings-v1.json").read_text(encoding="utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
-
-
-def validate_findings(document: dict[str, Any]) -> None:
-    """Raise :class:`InvalidFindings` naming the first offending field."""
-    validator = jsonschema.Draft202012Validator(findings_schema())
-    error = jsonschema.exceptions.best_match(validator.iter_errors(document))
-    if error is not None:
-        where = "/".join(str(part) for part in error.absolute_path) or "(document)"
-        raise InvalidFindings(f"findings.json does not match schema at {where}: {error.message}")
-
-
-def write_atomic(path: Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-            os.fchmod(handle.fileno(), 0o644)  # mkstemp creates 0600; reports are meant to be shared
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def findings_json_bytes(result: TriageResult) -> bytes:
-    """The validated findings.json text."""
-    document = result.to_json()
-    validate_findings(document)
-    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
-
-
-def write_outputs(result: TriageResult, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
-    """Write findings.json and summary.md into ``out_dir``; both are rendered before either is written."""
-    directory = Path(out_dir)
-    findings = findings_json_bytes(result)
-    summary = summary_markdown(result).encode()
-    return {
-        "findings.json": write_atomic(directory / "findings.json", findings),
-        "summary.md": write_atomic(directory / "summary.md", summary),
-    }
-
-
-# --------------------------------------------------------------------------------------------- metrics
-
-
-def finite(samples: Iterable[tuple[float, float]]) -> Samples:
-    return [(t, v) for t, v in samples if math.isfinite(v)]
-
-
-def sum_by_time(series: Iterable[SeriesData]) -> Samples:
-    """Add the series sample by sample (Prometheus range answers share one step grid)."""
-    totals: dict[float, float] = {}
-    for item in series:
-        for t, v in finite(item.samples):
-            totals[t] = totals.get(t, 0.0) + v
-    return sorted(totals.items())
-
-
-def usable(evidence: Evidence, query_id: str) -> MetricData | None:
-    """The query's answer when it has series."""
-    data = evidence.metrics.get(query_id)
-    return data if data is not None and data.status == "ok" and data.series else None
-
-
-@dataclass(frozen=True)
-class StatusRates:
-    """Request rates by HTTP status at the first edge that reported any."""
-
-    query_id: str
-    where: str
-    step: int
-    by_code: dict[str, Samples]
-
-    def matching(self, prefix: str) -> Samples:
-        totals: dict[float, float] = {}
-        for code, samples in self.by_code.items():
-            if code.startswith(prefix):
-                for t, v in samples:
-                    totals[t] = totals.get(t, 0.0) + v
-        return sorted(totals.items())
-
-
-def status_rates(evidence: Evidence) -> StatusRates | None:
-    for query_id, label, where in STATUS_QUERIES:
-        data = usable(evidence, query_id)
-        if data is None:
-            continue
-        grouped: dict[str, list[SeriesData]] = {}
-        for item in data.series:
-            grouped.setdefault(item.labels.get(label, "unknown"), []).append(item)
-        by_code = {code: sum_by_time(items) for code, items in sorted(grouped.items())}
-        return StatusRates(query_id, where, data.step, by_code)
-    return None
-
-
-def counter_increases(samples: Sequence[tuple[float, float]]) -> Samples:
-    """(time, increase since the previous sample) for every sample where a counter went up (resets count)."""
-    increases = []
-    clean = finite(samples)
-    for (_, before), (t, after) in pairwise(clean):
-        delta = after - before if after >= before else after
-        if delta > 0:
-            increases.append((t, delta))
-    return increases
-
-
-def restart_increases(evidence: Evidence) -> list[tuple[float, float, str]]:
-    """(time, restarts, pod) for every rise of a restart counter in the window, by time."""
-    data = usable(evidence, "pod_restarts")
-    if data is None:
-        return []
-    rises = [
-        (t, delta, item.labels.get("pod", "?")) for item in data.series for t, delta in counter_increases(item.samples)
-    ]
-    return sorted(rises)
-
-
-def _peak(samples: Samples) -> tuple[float, float] | None:
-    return max(samples, key=lambda sample: sample[1]) if samples else None
 
 
 def _utc(seconds: float) -> datetime:
@@ -210,12 +52,14 @@ def impact_lines(evidence: Evidence) -> list[str]:
     rates = status_rates(evidence)
     if rates is not None:
         errors, everything = rates.matching("5"), rates.matching("")
-        peak = _peak(errors)
+        peak = peak_sample(errors)
         failed = sum(v for _, v in errors) * rates.step
         served = sum(v for _, v in everything) * rates.step
         if peak is not None and peak[1] > 0:
             share = f" ({failed / served:.1%} of all requests)" if served else ""
-            codes = ", ".join(code for code in rates.by_code if code.startswith("5") and _peak(rates.by_code[code]))
+            codes = ", ".join(
+                code for code in rates.by_code if code.startswith("5") and peak_sample(rates.by_code[code])
+            )
             lines.append(
                 f"5xx responses at {rates.where}: about {_number(failed)} in the window{share}, "
                 f"peak {_number(peak[1])}/s at {utc_text(_utc(peak[0]))} (codes {codes})."
@@ -225,13 +69,13 @@ def impact_lines(evidence: Evidence) -> list[str]:
     latency_parts = []
     for query_id, name in (("vllm_e2e_p95", "end-to-end p95"), ("vllm_ttft_p95", "time-to-first-token p95")):
         data = usable(evidence, query_id)
-        peak = _peak(sum_by_time(data.series)) if data else None
+        peak = peak_sample(sum_by_time(data.series)) if data else None
         if peak is not None:
             latency_parts.append(f"{name} peaked at {_number(peak[1])} s ({utc_text(_utc(peak[0]))})")
     if latency_parts:
         lines.append("vLLM latency: " + "; ".join(latency_parts) + ".")
     waiting = usable(evidence, "vllm_waiting")
-    waiting_peak = _peak(sum_by_time(waiting.series)) if waiting else None
+    waiting_peak = peak_sample(sum_by_time(waiting.series)) if waiting else None
     if waiting_peak is not None and waiting_peak[1] > 0:
         lines.append(f"Requests waiting in vLLM's queue peaked at {_number(waiting_peak[1])}.")
     restarts = restart_increases(evidence)
@@ -359,7 +203,7 @@ def _event_entry(event: dict[str, Any]) -> TimelineEntry | None:
     )
 
 
-def _transitions(samples: Samples, name: str) -> list[TimelineEntry]:
+def _transitions(samples: SamplePairs, name: str) -> list[TimelineEntry]:
     """Ready pods dropping to zero and coming back."""
     entries = []
     for (_, before), (t, after) in pairwise(samples):
@@ -380,7 +224,7 @@ def metric_timeline(evidence: Evidence) -> list[TimelineEntry]:
         errors = [(t, v) for t, v in rates.matching("5") if v > 0]
         if errors:
             entries.append(TimelineEntry(_utc(errors[0][0]), f"first 5xx at {rates.where} ({_number(errors[0][1])}/s)"))
-            peak = _peak(errors)
+            peak = peak_sample(errors)
             assert peak is not None
             entries.append(TimelineEntry(_utc(peak[0]), f"5xx peak at {rates.where} ({_number(peak[1])}/s)"))
             entries.append(
@@ -551,201 +395,3 @@ def summary_markdown(result: TriageResult) -> str:
         reason = step.reason.replace("|", "\\|").replace("\n", " ")
         lines += [f"| {step.id} | {step.status} | {step.seconds:.2f} | {reason} |"]
     return "\n".join(lines).rstrip("\n") + "\n"
-
-
-# ------------------------------------------------------------------------------------------------ html
-
-# Display metadata that marks outputs report.html rearranges (nbhelpers.notebook.display sets it).
-ROLE_KEY = "kserve-runbook/role"
-HEADER_ROLE = "header"
-TARGET_KEY = "kserve-runbook/target"  # on the header: namespace/isvc, for the page's <title>
-# Notebook parameters that say nothing about the run to a reader of the report.
-_UNREPORTED_PARAMETERS = frozenset({"out_dir", "interactive"})
-
-_REPORT_CSS = """
-main { max-width: 1120px; margin: 0 auto; }
-.jp-RenderedSVG svg { max-width: 100%; height: auto; }
-.jp-RenderedHTMLCommon a code { color: inherit; }
-@media print {
-  @page { size: A4; margin: 12mm 10mm; }
-  main { max-width: none; }
-  .jp-Cell { padding: 0 !important; }
-  .kr-finding, .kr-code-entry, .kr-verdict, .jp-RenderedSVG, table, pre { break-inside: avoid; }
-  h1, h2, h3 { break-after: avoid; }
-  a { color: inherit !important; text-decoration: none; }
-  .anchor-link { display: none !important; }
-  * { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
-}
-"""
-
-_REPORT_TEMPLATE = (
-    """{%- extends 'lab/index.html.j2' -%}
-{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
-{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
-{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
-{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{%- block extra_css -%}<style type="text/css">"""
-    + _REPORT_CSS
-    + """</style>{%- endblock extra_css -%}
-{%- block data_svg scoped -%}
-<div class="jp-RenderedSVG jp-OutputArea-output {{ extra_class }}" data-mime-type="image/svg+xml">
-{{ output.data['image/svg+xml'] }}
-</div>
-{%- endblock data_svg -%}
-"""
-)
-
-
-def _role(output: Any) -> str:
-    return str((output.get("metadata") or {}).get(ROLE_KEY) or "")
-
-
-def _header_position(cells: Sequence[Any]) -> tuple[int, int] | None:
-    """(cell index, output index) of the report header, when the notebook displayed one."""
-    for cell_index, cell in enumerate(cells):
-        for output_index, output in enumerate(cell.get("outputs") or ()):
-            if _role(output) == HEADER_ROLE:
-                return cell_index, output_index
-    return None
-
-
-def _without_empty_sections(cells: list[Any]) -> list[Any]:
-    """Drop each markdown cell directly followed by another markdown cell or by nothing: after code
-    cells without output are gone, that is a section heading with nothing under it."""
-    kept = []
-    for index, cell in enumerate(cells):
-        following = cells[index + 1] if index + 1 < len(cells) else None
-        if cell.get("cell_type") == "markdown" and (following is None or following.get("cell_type") == "markdown"):
-            continue
-        kept.append(cell)
-    return kept
-
-
-def _safe_value(value: Any) -> str:
-    """A parameter as text, with credentials and query strings removed from URLs."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    text = str(value)
-    if "://" in text:
-        parts = urlsplit(text)
-        host = parts.hostname or ""
-        if parts.port:
-            host += f":{parts.port}"
-        text = urlunsplit((parts.scheme, host, parts.path, "", ""))
-    return text
-
-
-def run_parameters(notebook: Any) -> list[tuple[str, str]]:
-    """The parameters papermill injected (the ones the run was given), minus empty and internal ones."""
-    injected = ((notebook.get("metadata") or {}).get("papermill") or {}).get("parameters") or {}
-    return [
-        (name, _safe_value(value))
-        for name, value in injected.items()
-        if name not in _UNREPORTED_PARAMETERS and value not in ("", None, False, [], {})
-    ]
-
-
-def _parameters_output(parameters: Sequence[tuple[str, str]]) -> Any:
-    import nbformat
-
-    listed = " &nbsp;·&nbsp; ".join(f"<code>{escape(name)}={escape(value)}</code>" for name, value in parameters)
-    markup = (
-        '<div class="kr-parameters" style="font-family:system-ui,sans-serif;font-size:13px;margin:0 0 6px 0;'
-        f'overflow-wrap:anywhere;"><strong>Run parameters:</strong> {listed or "none (the defaults)"}</div>'
-    )
-    return nbformat.v4.new_output("display_data", data={"text/html": markup})  # type: ignore[no-untyped-call]
-
-
-def report_view(notebook: Any) -> Any:
-    """The executed notebook as an incident report: it opens with the header the runbook displayed.
-
-    Before the header sit the notebook's title, its parameters and the cell that runs the triage:
-    written for someone running the notebook, not for a reader of the report. Their markdown is
-    dropped, what their code cells displayed follows the header's cell, and the run parameters
-    papermill recorded are shown under the header. Code cells that display nothing and sections
-    that show nothing are dropped everywhere. A notebook without a header keeps its order.
-    """
-    cells = list(notebook.cells)
-    position = _header_position(cells)
-    if position is not None:
-        cell_index, output_index = position
-        header_cell = cells[cell_index]
-        header_cell.outputs.insert(output_index + 1, _parameters_output(run_parameters(notebook)))
-        earlier = [cell for cell in cells[:cell_index] if cell.get("cell_type") == "code"]
-        cells = [header_cell, *earlier, *cells[cell_index + 1 :]]
-    shown = [cell for cell in cells if cell.get("cell_type") != "code" or cell.get("outputs")]
-    notebook.cells = _without_empty_sections(shown)
-    return notebook
-
-
-def _report_title(notebook: Any) -> str:
-    """``Incident report: <namespace>/<isvc>``, the target named in the header's display metadata."""
-    position = _header_position(list(notebook.cells))
-    if position is None:
-        return "kserve-runbook report"
-    cell_index, output_index = position
-    target = notebook.cells[cell_index].outputs[output_index].get("metadata", {}).get(TARGET_KEY, "")
-    return f"Incident report: {target}" if target else "Incident report"
-
-
-class _ExternalReferences(HTMLParser):
-    """Collects scripts, stylesheets, frames and images that a browser would fetch from the network."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.found: list[str] = []
-        self._in_script = False
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        values = dict(attrs)
-        if tag in ("script", "img", "iframe", "embed", "source") and _remote(values.get("src")):
-            self.found.append(f"<{tag} src={values['src']}>")
-        if tag == "link" and _remote(values.get("href")):
-            self.found.append(f"<link href={values['href']}>")
-        self._in_script = tag in ("script", "style")
-
-    def handle_endtag(self, tag: str) -> None:
-        self._in_script = False
-
-    def handle_data(self, data: str) -> None:
-        if self._in_script and ('import("http' in data or "@import url(http" in data or "import 'http" in data):
-            self.found.append(f"inline code loading a remote module: {data.strip()[:80]}")
-
-
-def _remote(url: str | None) -> bool:
-    return bool(url) and str(url).strip().lower().startswith(("http://", "https://", "//"))
-
-
-def external_references(html_text: str) -> list[str]:
-    """Every network fetch the page would make on load (empty for an offline report)."""
-    parser = _ExternalReferences()
-    parser.feed(html_text)
-    return parser.found
-
-
-def render_html(executed_notebook_path: str | os.PathLike[str], html_path: str | os.PathLike[str]) -> Path:
-    """report.html from an executed notebook: outputs only, no code, nothing loaded from a CDN.
-
-    The notebook is first turned into the report's reading order (:func:`report_view`).
-
-    SVG outputs (the charts, rendered by vl-convert) are inlined as markup rather than base64 images,
-    so their text stays searchable and the file smaller.
-    """
-    import nbformat
-    from jinja2 import DictLoader
-    from nbconvert import HTMLExporter
-
-    notebook = report_view(nbformat.read(os.fspath(executed_notebook_path), as_version=4))  # type: ignore[no-untyped-call]
-    exporter = HTMLExporter(  # type: ignore[no-untyped-call]
-        template_name="lab",
-        extra_loaders=[DictLoader({"kserve_report.html.j2": _REPORT_TEMPLATE})],
-        template_file="kserve_report.html.j2",
-        exclude_input=True,
-        exclude_input_prompt=True,
-        exclude_output_prompt=True,
-    )
-    body, _resources = exporter.from_notebook_node(notebook, resources={"metadata": {"name": _report_title(notebook)}})
-    remote = external_references(body)
-    if remote:
-        raise RunbookError(f"report.html would load from the network: {', '.join(remote[:3])}")
-    return write_atomic(Path(html_path), body.encode())
