@@ -29,7 +29,7 @@ from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common
 from nbhelpers.findings import patches
-from nbhelpers.findings.model import Finding
+from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.sources import kinds, kube
 from nbhelpers.util.times import parse_duration, parse_k8s_time
@@ -86,14 +86,16 @@ def _isvc_not_ready(evidence: Evidence, others: list[Finding]) -> Finding | None
     if kube.status(isvc).get("url"):
         lines.append(f"status.url: {kube.status(isvc)['url']}")
     return Finding(
-        "ISVC_NOT_READY",
-        title,
-        what + why,
-        (kube.ref(isvc),),
-        tuple(lines),
-        "Fix the cause the condition names (see the other findings of this run, in root-cause order); "
-        f"watch it with: kubectl get inferenceservice {evidence.target.isvc} -n {evidence.target.namespace} -w. "
-        "Nothing to roll back: this finding changes nothing by itself.",
+        code="ISVC_NOT_READY",
+        title=title,
+        summary=what + why,
+        objects=(kube.ref(isvc),),
+        evidence=tuple(lines),
+        fix=Fix(
+            what="Fix the cause the condition names (see the other findings of this run, in root-cause order); "
+            f"watch it with: kubectl get inferenceservice {evidence.target.isvc} -n {evidence.target.namespace} -w. "
+            "Nothing to roll back: this finding changes nothing by itself."
+        ),
     )
 
 
@@ -125,18 +127,20 @@ def _knative_missing(evidence: Evidence, what: str) -> Finding:
     lines = [f"deployment mode: {mode} (normalized {evidence.deployment_mode})"]
     lines += [f"InferenceService condition {kube.describe_condition(c)}" for c in kube.conditions(isvc)]
     return Finding(
-        "ROUTING_LAYER_MISMATCH",
-        "Serverless InferenceService without a Knative Service",
-        f"The InferenceService is deployed in {mode} mode, which needs Knative Serving, but {what}. "
+        code="ROUTING_LAYER_MISMATCH",
+        title="Serverless InferenceService without a Knative Service",
+        summary=f"The InferenceService is deployed in {mode} mode, which needs Knative Serving, but {what}. "
         "Nothing serves it, however healthy the model would be.",
-        (kube.ref(isvc),),
-        tuple(lines),
-        "Either install Knative Serving (and its networking layer), or run the service in RawDeployment mode. "
-        "KServe does not allow changing the deployment mode of an existing InferenceService, so recreate it:\n"
-        f"  kubectl get inferenceservice {evidence.target.isvc} -n {evidence.target.namespace} -o yaml > isvc.yaml\n"
-        f"  # set metadata.annotations[{kube.DEPLOYMENT_MODE_ANNOTATION!r}] to RawDeployment, drop status\n"
-        "  kubectl replace --force -f isvc.yaml\n"
-        "Roll back by replacing it again with the saved original.",
+        objects=(kube.ref(isvc),),
+        evidence=tuple(lines),
+        fix=Fix(
+            what="Either install Knative Serving (and its networking layer), or run the service in RawDeployment mode. "
+            "KServe does not allow changing the deployment mode of an existing InferenceService, so recreate it:\n"
+            f"  kubectl get inferenceservice {evidence.target.isvc} -n {evidence.target.namespace} -o yaml > isvc.yaml\n"
+            f"  # set metadata.annotations[{kube.DEPLOYMENT_MODE_ANNOTATION!r}] to RawDeployment, drop status\n"
+            "  kubectl replace --force -f isvc.yaml\n"
+            "Roll back by replacing it again with the saved original."
+        ),
     )
 
 
@@ -173,14 +177,16 @@ def _revisions_not_ready(evidence: Evidence, ksvc: Mapping[str, Any]) -> list[Fi
         lines = [f"{kube.ref(ksvc)} condition {kube.describe_condition(c)}" for c in kube.conditions(ksvc)]
         findings.append(
             Finding(
-                "ROUTING_REVISION_NOT_READY",
-                f"Knative Service {kube.name(ksvc)} not ready ({ready.get('reason') or 'no reason'})",
-                f"Knative reports {kube.describe_condition(ready)} for {kube.ref(ksvc)}; while it is not ready "
+                code="ROUTING_REVISION_NOT_READY",
+                title=f"Knative Service {kube.name(ksvc)} not ready ({ready.get('reason') or 'no reason'})",
+                summary=f"Knative reports {kube.describe_condition(ready)} for {kube.ref(ksvc)}; while it is not ready "
                 "its route does not serve the revisions.",
-                (kube.ref(ksvc), kube.ref(evidence.isvc)),
-                tuple(lines),
-                f"Read the failing condition: kubectl describe ksvc {kube.name(ksvc)} -n {kube.namespace(ksvc)}. "
-                "Nothing to roll back: this finding changes nothing by itself.",
+                objects=(kube.ref(ksvc), kube.ref(evidence.isvc)),
+                evidence=tuple(lines),
+                fix=Fix(
+                    what=f"Read the failing condition: kubectl describe ksvc {kube.name(ksvc)} -n {kube.namespace(ksvc)}. "
+                    "Nothing to roll back: this finding changes nothing by itself."
+                ),
             )
         )
     return findings
@@ -219,15 +225,17 @@ def _revision_finding(
         else "Knative keeps traffic on the previous revision, so the new configuration never serves"
     )
     return Finding(
-        "ROUTING_REVISION_NOT_READY",
-        f"revision {name} not ready: {problem.split(':')[0]}",
-        f"Revision {name} ({share}) is not ready: {problem}. {effect}.",
-        (kube.ref(revision), kube.ref(ksvc), kube.ref(evidence.isvc)),
-        tuple(lines),
-        "The condition's reason names the failing stage: ProgressDeadlineExceeded (pods did not become ready in "
-        "time: see probes, resources, cold_start), ContainerMissing (image), ExitCode/CrashLoopBackOff (the engine "
-        f"crashes: read the logs). Inspect: kubectl describe revision {name} -n {kube.namespace(revision)}. "
-        "Nothing to roll back: this finding changes nothing by itself.",
+        code="ROUTING_REVISION_NOT_READY",
+        title=f"revision {name} not ready: {problem.split(':')[0]}",
+        summary=f"Revision {name} ({share}) is not ready: {problem}. {effect}.",
+        objects=(kube.ref(revision), kube.ref(ksvc), kube.ref(evidence.isvc)),
+        evidence=tuple(lines),
+        fix=Fix(
+            what="The condition's reason names the failing stage: ProgressDeadlineExceeded (pods did not become ready in "
+            "time: see probes, resources, cold_start), ContainerMissing (image), ExitCode/CrashLoopBackOff (the engine "
+            f"crashes: read the logs). Inspect: kubectl describe revision {name} -n {kube.namespace(revision)}. "
+            "Nothing to roll back: this finding changes nothing by itself."
+        ),
     )
 
 
@@ -324,15 +332,17 @@ def _raw_service_missing(evidence: Evidence) -> Finding:
         )
     )
     return Finding(
-        "ROUTING_LAYER_MISMATCH",
-        f"no Service {name} for a RawDeployment InferenceService",
-        f"In {evidence.deployment_mode_raw or evidence.deployment_mode} mode KServe serves the predictor through "
+        code="ROUTING_LAYER_MISMATCH",
+        title=f"no Service {name} for a RawDeployment InferenceService",
+        summary=f"In {evidence.deployment_mode_raw or evidence.deployment_mode} mode KServe serves the predictor through "
         f"the Service {name}, which does not exist: requests have nowhere to go even if the pods are ready.",
-        (kube.ref(evidence.isvc),),
-        tuple(lines),
-        "Check that the InferenceService really is reconciled in RawDeployment mode (its conditions above) and "
-        "that the KServe controller runs; KServe recreates the Service on its next reconcile. "
-        "Nothing to roll back: this finding changes nothing by itself.",
+        objects=(kube.ref(evidence.isvc),),
+        evidence=tuple(lines),
+        fix=Fix(
+            what="Check that the InferenceService really is reconciled in RawDeployment mode (its conditions above) and "
+            "that the KServe controller runs; KServe recreates the Service on its next reconcile. "
+            "Nothing to roll back: this finding changes nothing by itself."
+        ),
     )
 
 
@@ -379,14 +389,16 @@ def _none_ready(
     )
     refs = objects + [kube.ref(pod) for pod in pods[-MAX_LISTED:]]
     return Finding(
-        "ENDPOINTS_NONE_READY",
-        title,
-        summary,
-        tuple(dict.fromkeys(refs)),
-        tuple(lines),
-        f"{next_step} Watch: kubectl get endpointslices -n {evidence.target.namespace} "
-        f"-l {common.SERVICE_NAME_LABEL}={where.split()[-1]} -w. "
-        "Nothing to roll back: this finding changes nothing by itself.",
+        code="ENDPOINTS_NONE_READY",
+        title=title,
+        summary=summary,
+        objects=tuple(dict.fromkeys(refs)),
+        evidence=tuple(lines),
+        fix=Fix(
+            what=f"{next_step} Watch: kubectl get endpointslices -n {evidence.target.namespace} "
+            f"-l {common.SERVICE_NAME_LABEL}={where.split()[-1]} -w. "
+            "Nothing to roll back: this finding changes nothing by itself."
+        ),
     )
 
 
@@ -430,13 +442,12 @@ def _selector_mismatch(evidence: Evidence, service: Mapping[str, Any]) -> Findin
     elif owner:
         what += f" The Service is generated by {owner}; the InferenceService sets a label that overrides the pods' own."
     return Finding(
-        "ENDPOINTS_SELECTOR_MISMATCH",
-        f"selector of Service {kube.name(service)} matches no predictor pod",
-        summary,
-        (kube.ref(service), *(kube.ref(pod) for pod in pods[-MAX_LISTED:])),
-        tuple(lines),
-        plan.remediation(what) if plan else what,
-        plan.patch if plan else None,
+        code="ENDPOINTS_SELECTOR_MISMATCH",
+        title=f"selector of Service {kube.name(service)} matches no predictor pod",
+        summary=summary,
+        objects=(kube.ref(service), *(kube.ref(pod) for pod in pods[-MAX_LISTED:])),
+        evidence=tuple(lines),
+        fix=Fix.from_plan(what, plan),
     )
 
 
@@ -595,16 +606,18 @@ def _layer_finding(evidence: Evidence, mode: str, kind: kinds.Kind, why: str, sh
     lines += [f"InferenceService condition {kube.describe_condition(c)}" for c in kube.conditions(evidence.isvc)]
     config_name = f"{evidence.site.kserve_namespace}/inferenceservice-config"
     return Finding(
-        "ROUTING_LAYER_MISMATCH",
-        f"{mode} InferenceService needs a {kind.kind}, which {short}",
-        f"KServe is configured to route this {mode} service through a {kind.kind} ({why}), but {problem}. "
+        code="ROUTING_LAYER_MISMATCH",
+        title=f"{mode} InferenceService needs a {kind.kind}, which {short}",
+        summary=f"KServe is configured to route this {mode} service through a {kind.kind} ({why}), but {problem}. "
         "Requests to the service URL never reach the predictor, even when its pods are ready.",
-        (kube.ref(evidence.isvc),),
-        tuple(lines),
-        f"Install the routing layer KServe is configured for, or change the ingress entry of {config_name} to the "
-        "layer this cluster has (disableIstioVirtualHost / enableGatewayApi / disableIngressCreation), then let "
-        "KServe reconcile. Roll back by restoring the previous ConfigMap (keep a copy: kubectl get configmap "
-        f"inferenceservice-config -n {evidence.site.kserve_namespace} -o yaml > config.yaml).",
+        objects=(kube.ref(evidence.isvc),),
+        evidence=tuple(lines),
+        fix=Fix(
+            what=f"Install the routing layer KServe is configured for, or change the ingress entry of {config_name} to the "
+            "layer this cluster has (disableIstioVirtualHost / enableGatewayApi / disableIngressCreation), then let "
+            "KServe reconcile. Roll back by restoring the previous ConfigMap (keep a copy: kubectl get configmap "
+            f"inferenceservice-config -n {evidence.site.kserve_namespace} -o yaml > config.yaml)."
+        ),
     )
 
 
@@ -736,15 +749,20 @@ def _gateway_problems(evidence: Evidence, routes: list[Route], host: str) -> lis
 
 def _missing_gateway(evidence: Evidence, route: Route, gateway_ref: str) -> Finding:
     return Finding(
-        "ROUTING_LAYER_MISMATCH",
-        f"{route.obj.get('kind')} {kube.name(route.obj)} hangs on a missing gateway",
-        f"{route.ref} is attached to {gateway_ref}, which does not exist: no proxy serves the route, so requests to "
+        code="ROUTING_LAYER_MISMATCH",
+        title=f"{route.obj.get('kind')} {kube.name(route.obj)} hangs on a missing gateway",
+        summary=f"{route.ref} is attached to {gateway_ref}, which does not exist: no proxy serves the route, so requests to "
         "the service URL are not answered.",
-        (route.ref, kube.ref(evidence.isvc)),
-        (f"{route.ref} gateways: {', '.join('/'.join(g[1:3]) for g in route.gateways)}", f"{gateway_ref}: not found"),
-        "Attach the route to the gateway your mesh or Gateway API installation provides (KServe takes it from the "
-        "ingress entry of inferenceservice-config: ingressGateway / kserveIngressGateway), or create that gateway. "
-        "Roll back by restoring the previous configuration.",
+        objects=(route.ref, kube.ref(evidence.isvc)),
+        evidence=(
+            f"{route.ref} gateways: {', '.join('/'.join(g[1:3]) for g in route.gateways)}",
+            f"{gateway_ref}: not found",
+        ),
+        fix=Fix(
+            what="Attach the route to the gateway your mesh or Gateway API installation provides (KServe takes it from the "
+            "ingress entry of inferenceservice-config: ingressGateway / kserveIngressGateway), or create that gateway. "
+            "Roll back by restoring the previous configuration."
+        ),
     )
 
 
@@ -752,15 +770,17 @@ def _gateway_host_mismatch(
     evidence: Evidence, route: Route, gateway: Mapping[str, Any], hosts: list[str], host: str
 ) -> Finding:
     return Finding(
-        "ROUTING_HOST_MISMATCH",
-        f"gateway {kube.name(gateway)} does not accept host {host}",
-        f"{kube.ref(gateway)} listens for hosts {', '.join(hosts)}, which do not include {host} (the "
+        code="ROUTING_HOST_MISMATCH",
+        title=f"gateway {kube.name(gateway)} does not accept host {host}",
+        summary=f"{kube.ref(gateway)} listens for hosts {', '.join(hosts)}, which do not include {host} (the "
         f"InferenceService URL), so the gateway drops requests for it before {route.ref} is consulted.",
-        (kube.ref(gateway), route.ref, kube.ref(evidence.isvc)),
-        (f"{kube.ref(gateway)} hosts: {', '.join(hosts)}", f"InferenceService URL host: {host}"),
-        f"Add {host} (or a wildcard covering it) to the gateway's hosts, or set KServe's ingressDomain so the URL "
-        "falls under the gateway's domain. Keep a copy of the gateway to roll back: "
-        f"kubectl get {kube.ref(gateway).split('/')[0].lower()} {kube.name(gateway)} -n {kube.namespace(gateway)} -o yaml.",
+        objects=(kube.ref(gateway), route.ref, kube.ref(evidence.isvc)),
+        evidence=(f"{kube.ref(gateway)} hosts: {', '.join(hosts)}", f"InferenceService URL host: {host}"),
+        fix=Fix(
+            what=f"Add {host} (or a wildcard covering it) to the gateway's hosts, or set KServe's ingressDomain so the URL "
+            "falls under the gateway's domain. Keep a copy of the gateway to roll back: "
+            f"kubectl get {kube.ref(gateway).split('/')[0].lower()} {kube.name(gateway)} -n {kube.namespace(gateway)} -o yaml."
+        ),
     )
 
 
@@ -776,15 +796,17 @@ def _route_status_problems(evidence: Evidence, routes: list[Route]) -> list[Find
                 hostname = condition.get("reason") == "NoMatchingListenerHostname"
                 findings.append(
                     Finding(
-                        "ROUTING_HOST_MISMATCH" if hostname else "ROUTING_LAYER_MISMATCH",
-                        f"HTTPRoute {kube.name(route.obj)} not {'accepted' if condition['type'] == 'Accepted' else 'resolved'} by {parent_name}",
-                        f"Gateway {parent_name} reports {kube.describe_condition(condition)} for {route.ref}: the "
+                        code="ROUTING_HOST_MISMATCH" if hostname else "ROUTING_LAYER_MISMATCH",
+                        title=f"HTTPRoute {kube.name(route.obj)} not {'accepted' if condition['type'] == 'Accepted' else 'resolved'} by {parent_name}",
+                        summary=f"Gateway {parent_name} reports {kube.describe_condition(condition)} for {route.ref}: the "
                         "route is not programmed, so its requests are not forwarded.",
-                        (route.ref, kube.ref(evidence.isvc)),
-                        (f"{route.ref} parent {parent_name}: {kube.describe_condition(condition)}",),
-                        "Fix what the condition names (listener hostname, allowed routes, backend Service), "
-                        f"then check: kubectl get httproute {kube.name(route.obj)} -n {kube.namespace(route.obj)} -o yaml. "
-                        "Roll back by restoring the previous route or gateway.",
+                        objects=(route.ref, kube.ref(evidence.isvc)),
+                        evidence=(f"{route.ref} parent {parent_name}: {kube.describe_condition(condition)}",),
+                        fix=Fix(
+                            what="Fix what the condition names (listener hostname, allowed routes, backend Service), "
+                            f"then check: kubectl get httproute {kube.name(route.obj)} -n {kube.namespace(route.obj)} -o yaml. "
+                            "Roll back by restoring the previous route or gateway."
+                        ),
                     )
                 )
     return findings
@@ -803,17 +825,19 @@ def _backend_problems(evidence: Evidence, routes: list[Route]) -> list[Finding]:
             if service is None:
                 findings.append(
                     Finding(
-                        "ROUTING_LAYER_MISMATCH",
-                        f"{route.obj.get('kind')} {kube.name(route.obj)} sends to a missing Service {backend}",
-                        f"{route.ref} forwards to Service {namespace}/{backend}, which does not exist: the route "
+                        code="ROUTING_LAYER_MISMATCH",
+                        title=f"{route.obj.get('kind')} {kube.name(route.obj)} sends to a missing Service {backend}",
+                        summary=f"{route.ref} forwards to Service {namespace}/{backend}, which does not exist: the route "
                         "answers 503 (or 404) whatever the pods do.",
-                        (route.ref, kube.ref(evidence.isvc)),
-                        (
+                        objects=(route.ref, kube.ref(evidence.isvc)),
+                        evidence=(
                             f"{route.ref} backends: {', '.join(route.backends)}",
                             f"Service/{namespace}/{backend}: not found",
                         ),
-                        f"Point the route at Service {common.predictor_name(evidence)}. Keep a copy to roll back: "
-                        f"kubectl get {route.obj.get('kind', '').lower()} {kube.name(route.obj)} -n {namespace} -o yaml.",
+                        fix=Fix(
+                            what=f"Point the route at Service {common.predictor_name(evidence)}. Keep a copy to roll back: "
+                            f"kubectl get {route.obj.get('kind', '').lower()} {kube.name(route.obj)} -n {namespace} -o yaml."
+                        ),
                     )
                 )
             elif backend not in checked:
@@ -841,14 +865,13 @@ def _host_mismatch(evidence: Evidence, routes: list[Route], host: str) -> Findin
     if plan is None:
         what += " The routes are generated by KServe from its ingress configuration: fix the domain there."
     return Finding(
-        "ROUTING_HOST_MISMATCH",
-        f"no route for {host}",
-        f"The InferenceService URL is {kube.status(evidence.isvc).get('url')}, but its routes only match "
+        code="ROUTING_HOST_MISMATCH",
+        title=f"no route for {host}",
+        summary=f"The InferenceService URL is {kube.status(evidence.isvc).get('url')}, but its routes only match "
         f"{', '.join(sorted({h for r in with_hosts for h in r.hosts}))}: requests for {host} get 404 from the gateway.",
-        (*(route.ref for route in with_hosts), kube.ref(evidence.isvc)),
-        tuple(lines),
-        plan.remediation(what) if plan else what,
-        plan.patch if plan else None,
+        objects=(*(route.ref for route in with_hosts), kube.ref(evidence.isvc)),
+        evidence=tuple(lines),
+        fix=Fix.from_plan(what, plan),
     )
 
 

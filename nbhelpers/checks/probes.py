@@ -38,7 +38,7 @@ from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common, vllm_args
 from nbhelpers.findings import patches
-from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.model import Finding, Fix, Severity
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.models import load_time
 from nbhelpers.models.load_time import LIVENESS, PROBE_KINDS, READINESS, STARTUP, LoadAttempt, ProbeBudget
@@ -546,14 +546,13 @@ class _Context:
             what = f"Point the {probe.kind} at an endpoint of the model server that answers only once the model serves."
         evidence = [*self.probe_lines(), f"server: {self.server.server}, listening port {self.server.port}"]
         return Finding(
-            "PROBE_NOT_MODEL_AWARE",
-            f"{probe.kind} {probe.target()} does not test the engine",
-            summary,
-            (self.isvc_ref, self.workload.ref),
-            tuple(evidence),
-            plan.remediation(what) if plan else what + self._no_patch_reason(),
-            plan.patch if plan else None,
-            severity,
+            code="PROBE_NOT_MODEL_AWARE",
+            title=f"{probe.kind} {probe.target()} does not test the engine",
+            summary=summary,
+            objects=(self.isvc_ref, self.workload.ref),
+            evidence=tuple(evidence),
+            fix=Fix.from_plan(what, plan, no_patch=self._no_patch_reason()),
+            severity=severity,
         )
 
     # --- PROBE_READINESS_MISSING ------------------------------------------------------------------------
@@ -590,14 +589,13 @@ class _Context:
             else "Add a readinessProbe on an endpoint that answers only once the model serves."
         )
         return Finding(
-            "PROBE_READINESS_MISSING",
-            f"no readiness probe on {self.container_name}",
-            summary,
-            (self.isvc_ref, self.workload.ref),
-            tuple(self.probe_lines()),
-            plan.remediation(what) if plan else what + self._no_patch_reason(),
-            plan.patch if plan else None,
-            severity,
+            code="PROBE_READINESS_MISSING",
+            title=f"no readiness probe on {self.container_name}",
+            summary=summary,
+            objects=(self.isvc_ref, self.workload.ref),
+            evidence=tuple(self.probe_lines()),
+            fix=Fix.from_plan(what, plan, no_patch=self._no_patch_reason()),
+            severity=severity,
         )
 
     # --- budgets: PROBE_LIVENESS_KILLS_DURING_LOAD, PROBE_STARTUP_BUDGET_SHORT -------------------------
@@ -654,16 +652,15 @@ class _Context:
         )
         if gate.kind == LIVENESS:
             summary += " No startupProbe holds the liveness probe back during the load."
-        plan, what = self._startup_plan(gate)
+        fix = self._startup_fix()
         objects = (self.isvc_ref, *(f"Pod/{self.evidence.target.namespace}/{name}" for name in pods))
         return Finding(
-            "PROBE_LIVENESS_KILLS_DURING_LOAD",
-            f"{gate.kind} kills the container during the model load ({budget.seconds} s budget)",
-            summary,
-            objects,
-            tuple([*self.probe_lines(), *self.load_lines()]),
-            plan.remediation(what) if plan else what + self._no_patch_reason(),
-            plan.patch if plan else None,
+            code="PROBE_LIVENESS_KILLS_DURING_LOAD",
+            title=f"{gate.kind} kills the container during the model load ({budget.seconds} s budget)",
+            summary=summary,
+            objects=objects,
+            evidence=tuple([*self.probe_lines(), *self.load_lines()]),
+            fix=fix,
         )
 
     def _short_finding(self, gate: Probe, load: float, measured: bool) -> Finding:
@@ -680,29 +677,30 @@ class _Context:
             "No pod has been killed for it in the window yet: a slower node, a cold cache or a larger model "
             "version turns this into a restart loop."
         )
-        plan, what = self._startup_plan(gate)
+        fix = self._startup_fix()
         return Finding(
-            "PROBE_STARTUP_BUDGET_SHORT",
-            f"{gate.kind} budget {budget.seconds} s is below the {'measured' if measured else 'estimated'} load "
+            code="PROBE_STARTUP_BUDGET_SHORT",
+            title=f"{gate.kind} budget {budget.seconds} s is below the {'measured' if measured else 'estimated'} load "
             f"time {load:.0f} s",
-            summary,
-            (self.isvc_ref, self.workload.ref),
-            tuple([*self.probe_lines(), *self.load_lines()]),
-            plan.remediation(what) if plan else what + self._no_patch_reason(),
-            plan.patch if plan else None,
+            summary=summary,
+            objects=(self.isvc_ref, self.workload.ref),
+            evidence=tuple([*self.probe_lines(), *self.load_lines()]),
+            fix=fix,
         )
 
     def _unknown_load_note(self, gate: Probe) -> Finding:
         return Finding(
-            "PROBE_LOAD_TIME_UNKNOWN",
-            f"load time unknown: the {gate.kind} budget of {gate.budget.seconds} s cannot be checked",
-            "No run in the window shows how long the model takes to load (no Ready transition time, no "
+            code="PROBE_LOAD_TIME_UNKNOWN",
+            title=f"load time unknown: the {gate.kind} budget of {gate.budget.seconds} s cannot be checked",
+            summary="No run in the window shows how long the model takes to load (no Ready transition time, no "
             f"'Application startup complete.' in a log) and no usable estimate ({self._why_no_estimate()}), so "
             f"the {gate.kind} budget of {gate.budget.seconds} s could not be compared with the load.",
-            (self.isvc_ref, self.workload.ref),
-            tuple([*self.probe_lines(), *self.load_lines()]),
-            "Compare the budget with the time between 'Starting to load model' and 'Application startup "
-            "complete.' in the server's log (kubectl logs --timestamps).",
+            objects=(self.isvc_ref, self.workload.ref),
+            evidence=tuple([*self.probe_lines(), *self.load_lines()]),
+            fix=Fix(
+                what="Compare the budget with the time between 'Starting to load model' and 'Application startup "
+                "complete.' in the server's log (kubectl logs --timestamps)."
+            ),
         )
 
     def _why_no_estimate(self) -> str:
@@ -734,16 +732,17 @@ class _Context:
                     return {probe.handler: dict(probe.action)}
         return self._new_probe(STARTUP, {})
 
-    def _startup_plan(self, gate: Probe) -> tuple[patches.PatchPlan | None, str]:
+    def _startup_fix(self) -> Fix:
         sizing = self.stats.sizing()
         existing = next((probe for probe in self.probes if probe.kind == STARTUP and probe.run_by == "kubelet"), None)
         period = existing.budget.period if existing is not None else 10
         if sizing is None:
-            return None, (
+            what = (
                 "Add a startupProbe whose periodSeconds × failureThreshold covers the model load with 50 % margin; "
                 "measure the load first (kubectl logs --timestamps: 'Starting to load model' to "
                 "'Application startup complete.')."
             )
+            return Fix.from_plan(what, None, no_patch=self._no_patch_reason())
         seconds, how = sizing
         threshold = load_time.startup_failure_threshold(seconds, period)
         timings: dict[str, Any] = {"periodSeconds": period, "failureThreshold": threshold}
@@ -766,12 +765,14 @@ class _Context:
         else:
             handler = self._startup_handler()
             probe = {**handler, **timings} if handler is not None else None
-        if probe is None:
-            return None, what
-        plan = self._set_probe_plan(
-            STARTUP, probe, timing_only=existing is not None, annotation=deadline[0] if deadline else None
+        plan = (
+            self._set_probe_plan(
+                STARTUP, probe, timing_only=existing is not None, annotation=deadline[0] if deadline else None
+            )
+            if probe is not None
+            else None
         )
-        return plan, what
+        return Fix.from_plan(what, plan, no_patch=self._no_patch_reason())
 
     def _progress_deadline_needed(self, budget: ProbeBudget) -> tuple[int, str] | None:
         """(seconds, current setting) when Serverless needs a longer progress deadline for ``budget``."""
@@ -814,8 +815,8 @@ class _Context:
 
     def _no_patch_reason(self) -> str:
         if self.server.port is None or self.server.server not in _DEFAULT_PATHS:
-            return " (No patch: the server or its listening port cannot be told from the spec.)"
-        return " (No patch: the InferenceService does not declare the serving container.)"
+            return "(No patch: the server or its listening port cannot be told from the spec.)"
+        return "(No patch: the InferenceService does not declare the serving container.)"
 
     def _runtime(self) -> common.KubeObject | None:
         predictor = kube.spec(self.evidence.isvc).get("predictor") or {}

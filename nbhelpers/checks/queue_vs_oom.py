@@ -43,7 +43,7 @@ from nbhelpers.facts import common, engine, vllm_args
 from nbhelpers.facts.engine import Valued
 from nbhelpers.facts.vllm_log import EngineMemoryFacts, parse_engine_log
 from nbhelpers.findings import patches
-from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.model import Finding, Fix, Severity
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.metrics import series
 from nbhelpers.models import regime
@@ -408,12 +408,12 @@ class _Context:
         )
         remediation = self._more_memory_text(report)
         return Finding(
-            "VLLM_KV_CAPACITY_EXCEEDED",
-            "no GPU memory left for the KV cache after the weights",
-            summary,
-            self.objects,
-            tuple([hit.describe() for hit in hits] + self._memory_lines()),
-            remediation,
+            code="VLLM_KV_CAPACITY_EXCEEDED",
+            title="no GPU memory left for the KV cache after the weights",
+            summary=summary,
+            objects=self.objects,
+            evidence=tuple([hit.describe() for hit in hits] + self._memory_lines()),
+            fix=Fix(what=remediation),
         )
 
     def _capacity_computed(self) -> Finding | None:
@@ -455,13 +455,12 @@ class _Context:
             advice = " ".join(f"{name} {value}" for name, value in report.recommended_flags.items())
             what += f" The memory model's cheapest change that keeps {report.max_model_len:,} tokens: {advice}."
         return Finding(
-            "VLLM_KV_CAPACITY_EXCEEDED",
-            f"--max-model-len {rejected:,} does not fit the KV cache",
-            summary,
-            self.objects,
-            tuple(lines + self._memory_lines() + self.restarts()),
-            plan.remediation(what) if plan else what + " " + self._no_patch_reason(),
-            plan.patch if plan else None,
+            code="VLLM_KV_CAPACITY_EXCEEDED",
+            title=f"--max-model-len {rejected:,} does not fit the KV cache",
+            summary=summary,
+            objects=self.objects,
+            evidence=tuple(lines + self._memory_lines() + self.restarts()),
+            fix=Fix.from_plan(what, plan, no_patch=self._no_patch_reason()),
         )
 
     def _more_memory_text(self, report: KvCacheReport | None) -> str:
@@ -541,15 +540,16 @@ class _Context:
             + (", the container restarts" if restarts else "")
             + " and requests fail until it is back."
         )
-        what, plan = self._oom_fix(hits)
+        fix = self._oom_fix(hits)
         return Finding(
-            "GPU_OOM",
-            f"CUDA out of memory in {len(pods)} pod(s) while {' and '.join(phases)}",
-            summary,
-            tuple(dict.fromkeys([*self.objects, *(f"Pod/{self.evidence.target.namespace}/{pod}" for pod in pods)])),
-            tuple([hit.describe() for hit in hits + dead] + restarts + self._memory_lines()),
-            plan.remediation(what) if plan else what,
-            plan.patch if plan else None,
+            code="GPU_OOM",
+            title=f"CUDA out of memory in {len(pods)} pod(s) while {' and '.join(phases)}",
+            summary=summary,
+            objects=tuple(
+                dict.fromkeys([*self.objects, *(f"Pod/{self.evidence.target.namespace}/{pod}" for pod in pods)])
+            ),
+            evidence=tuple([hit.describe() for hit in hits + dead] + restarts + self._memory_lines()),
+            fix=fix,
         )
 
     def _oom_computed(self) -> Finding | None:
@@ -566,17 +566,17 @@ class _Context:
             f"per GPU at {TP_FLAG} {self.plan.tensor_parallel_size}, more than the {total:.2f} GiB of the GPU, and the "
             "serving container keeps restarting: loading the weights runs out of GPU memory."
         )
-        what, _ = self._oom_fix([])
+        fix = self._oom_fix([])
         return Finding(
-            "GPU_OOM",
-            f"weights of {weights:.0f} GiB per GPU do not fit a {total:.0f} GiB GPU",
-            summary,
-            self.objects,
-            tuple(restarts + self._memory_lines()),
-            what,
+            code="GPU_OOM",
+            title=f"weights of {weights:.0f} GiB per GPU do not fit a {total:.0f} GiB GPU",
+            summary=summary,
+            objects=self.objects,
+            evidence=tuple(restarts + self._memory_lines()),
+            fix=fix,
         )
 
-    def _oom_fix(self, hits: list[LogHit]) -> tuple[str, patches.PatchPlan | None]:
+    def _oom_fix(self, hits: list[LogHit]) -> Fix:
         if all(hit.phase == "loading weights" for hit in hits):
             text = (
                 "The weights alone do not fit the GPU (the error came before vLLM finished loading them), so no flag "
@@ -588,7 +588,7 @@ class _Context:
                     f" The memory model fits it at {TP_FLAG} {size}: request {size} GPUs (nvidia.com/gpu: {size}) "
                     "and mount a memory-backed /dev/shm."
                 )
-            return text, None
+            return Fix(what=text)
         current = self.utilization().value
         lowered = (
             DEFAULT_GPU_MEMORY_UTILIZATION if current > DEFAULT_GPU_MEMORY_UTILIZATION else round(current - 0.05, 2)
@@ -601,7 +601,7 @@ class _Context:
                 changes[BATCHED_FLAG] = str(default.value)
         fitted, notes = self.fitting(changes)
         if fitted is None:
-            return " ".join(notes), None
+            return Fix(what=" ".join(notes))
         reasons = [
             f"{UTIL_FLAG} {fitted[UTIL_FLAG]} leaves memory outside vLLM's budget for CUDA graphs, the sampler and "
             "the CUDA context"
@@ -612,7 +612,7 @@ class _Context:
             reasons.append(f"{LEN_FLAG} {fitted[LEN_FLAG]} is what then still fits the smaller KV cache")
         what = "Choose flags that fit the card: " + "; ".join(reasons) + ". " + " ".join(notes)
         plan = self.args_patch(fitted)
-        return (what if plan else what + " " + self._no_patch_reason()), plan
+        return Fix.from_plan(what, plan, no_patch=self._no_patch_reason())
 
     def fitting(self, changes: dict[str, str]) -> tuple[dict[str, str] | None, list[str]]:
         """``changes`` plus a --max-model-len that still fits, when the memory model can tell (None: nothing fits)."""
@@ -674,13 +674,12 @@ class _Context:
         if fitted and LEN_FLAG in fitted:
             what += f" With less KV memory {LEN_FLAG} {fitted[LEN_FLAG]} is what still fits."
         return Finding(
-            "VLLM_MEMORY_UTILIZATION_RISKY",
-            f"{UTIL_FLAG} {utilization.value} leaves no headroom",
-            summary,
-            self.objects,
-            tuple(self._memory_lines()),
-            plan.remediation(what) if plan else what + " " + self._no_patch_reason(),
-            plan.patch if plan else None,
+            code="VLLM_MEMORY_UTILIZATION_RISKY",
+            title=f"{UTIL_FLAG} {utilization.value} leaves no headroom",
+            summary=summary,
+            objects=self.objects,
+            evidence=tuple(self._memory_lines()),
+            fix=Fix.from_plan(what, plan, no_patch=self._no_patch_reason()),
         )
 
     def _free_memory_short(self, hits: list[LogHit]) -> Finding:
@@ -712,13 +711,12 @@ class _Context:
                 what += f" {UTIL_FLAG} {safe:g} fits into the {free:.2f} GiB that were free. " + " ".join(notes)
                 plan = self.args_patch(fitted)
         return Finding(
-            "VLLM_MEMORY_UTILIZATION_RISKY",
-            f"free GPU memory at start ({free:.2f} GiB) is below {UTIL_FLAG} {wanted:g}",
-            summary,
-            self.objects,
-            tuple([h.describe() for h in hits] + restarts + self._memory_lines()),
-            plan.remediation(what) if plan else what,
-            plan.patch if plan else None,
+            code="VLLM_MEMORY_UTILIZATION_RISKY",
+            title=f"free GPU memory at start ({free:.2f} GiB) is below {UTIL_FLAG} {wanted:g}",
+            summary=summary,
+            objects=self.objects,
+            evidence=tuple([h.describe() for h in hits] + restarts + self._memory_lines()),
+            fix=Fix.from_plan(what, plan),
             severity=severity,
         )
 
@@ -830,21 +828,22 @@ class _Context:
         if analysis.short_queues:
             evidence.append(f"{analysis.short_queues} shorter queue episode(s) drained on their own (not counted)")
         evidence += self._traffic_lines() + self.failed_requests()[1] + [regime_line]
-        what, plan = self._capacity_fix(saturated, facts, ceiling)
+        fix = self._capacity_fix(saturated, facts, ceiling)
         return Finding(
-            "QUEUE_SATURATION",
-            f"requests queued at the concurrency ceiling for {_minutes(longest.episode.seconds)} ({len(pods)} pod(s))",
-            summary,
-            tuple(dict.fromkeys([*self.objects, *(f"Pod/{self.evidence.target.namespace}/{pod}" for pod in pods)])),
-            tuple(evidence),
-            plan.remediation(what) if plan else what,
-            plan.patch if plan else None,
+            code="QUEUE_SATURATION",
+            title=f"requests queued at the concurrency ceiling for {_minutes(longest.episode.seconds)} ({len(pods)} pod(s))",
+            summary=summary,
+            objects=tuple(
+                dict.fromkeys([*self.objects, *(f"Pod/{self.evidence.target.namespace}/{pod}" for pod in pods)])
+            ),
+            evidence=tuple(evidence),
+            fix=fix,
             severity=severity,
         )
 
     def _capacity_fix(
         self, saturated: Sequence[regime.Saturation], facts: regime.QueueFacts, ceiling: Valued | None
-    ) -> tuple[str, patches.PatchPlan | None]:
+    ) -> Fix:
         kv_peaks = [s.episode.peak_kv for s in saturated]
         known = [kv for kv in kv_peaks if kv is not None]
         current = max(s.ceiling for s in saturated)
@@ -858,7 +857,7 @@ class _Context:
                     "preemptions. Add replicas if demand grows further."
                 )
                 plan = self.args_patch({SEQS_FLAG: str(raised)})
-                return (what if plan else what + " " + self._no_patch_reason()), plan
+                return Fix.from_plan(what, plan, no_patch=self._no_patch_reason())
         demand = max((s.episode.peak_running + s.episode.peak_waiting) / s.ceiling for s in saturated)
         serving = max(
             sum(1 for samples in facts.pods.values() if any(s.episode.overlaps(p.t, 0) for p in samples))
@@ -877,17 +876,19 @@ class _Context:
             f"have served it without queueing ({room})."
         )
         if needed <= max_replicas:
-            return (
-                what + f" maxReplicas is already {max_replicas}: the autoscaler did not scale out in time; see the "
-                "scale_target and metric_pipeline steps (a per-pod target at or above the ceiling scales too late).",
-                None,
+            return Fix(
+                what=what
+                + f" maxReplicas is already {max_replicas}: the autoscaler did not scale out in time; see the "
+                "scale_target and metric_pipeline steps (a per-pod target at or above the ceiling scales too late)."
             )
 
         def raise_max(isvc: common.KubeObject) -> None:
             isvc["spec"]["predictor"]["maxReplicas"] = needed
 
         plan = patches.plan_patch(self.evidence.isvc, raise_max)
-        return what + f" Raise maxReplicas from {max_replicas} to {needed} (and make sure GPUs for them exist).", plan
+        return Fix.from_plan(
+            what + f" Raise maxReplicas from {max_replicas} to {needed} (and make sure GPUs for them exist).", plan
+        )
 
     def _kv_pressure(
         self, analysis: regime.QueueAnalysis, facts: regime.QueueFacts, ceiling: Valued | None, regime_line: str
@@ -938,12 +939,13 @@ class _Context:
         )
         if current is not None and current <= target:
             return Finding(
-                "KV_CACHE_PRESSURE",
-                "KV cache was full with preemptions; the current --max-num-seqs already caps below that load",
-                summary + f" The current ceiling {current:.0f} is already below the {peak_running:.0f} running then.",
-                self.objects,
-                tuple(evidence),
-                alternatives,
+                code="KV_CACHE_PRESSURE",
+                title="KV cache was full with preemptions; the current --max-num-seqs already caps below that load",
+                summary=summary
+                + f" The current ceiling {current:.0f} is already below the {peak_running:.0f} running then.",
+                objects=self.objects,
+                evidence=tuple(evidence),
+                fix=Fix(what=alternatives),
                 severity=Severity.INFO,
             )
         what = (
@@ -952,14 +954,15 @@ class _Context:
         )
         plan = self.args_patch({SEQS_FLAG: str(target)})
         return Finding(
-            "KV_CACHE_PRESSURE",
-            f"KV cache full for {_minutes(longest.episode.seconds)} with "
+            code="KV_CACHE_PRESSURE",
+            title=f"KV cache full for {_minutes(longest.episode.seconds)} with "
             + ("preemptions" if preempted >= 1 else "requests held back"),
-            summary,
-            tuple(dict.fromkeys([*self.objects, *(f"Pod/{self.evidence.target.namespace}/{pod}" for pod in pods)])),
-            tuple(evidence),
-            plan.remediation(what) if plan else what + " " + self._no_patch_reason(),
-            plan.patch if plan else None,
+            summary=summary,
+            objects=tuple(
+                dict.fromkeys([*self.objects, *(f"Pod/{self.evidence.target.namespace}/{pod}" for pod in pods)])
+            ),
+            evidence=tuple(evidence),
+            fix=Fix.from_plan(what, plan, no_patch=self._no_patch_reason()),
             severity=severity,
         )
 

@@ -30,7 +30,7 @@ from typing import Any
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common, engine, vllm_args
 from nbhelpers.findings import patches
-from nbhelpers.findings.model import Finding, Severity
+from nbhelpers.findings.model import Finding, Fix, Severity
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.kube import event_interval
@@ -233,13 +233,12 @@ class _Context:
                 "kubectl top pod and size from that."
             )
         return Finding(
-            "RESOURCES_REQUESTS_MISSING",
-            f"{self.container_name} has no memory request",
-            summary,
-            (self.isvc_ref, self.workload.ref),
-            tuple(evidence_lines),
-            plan.remediation(what) if plan else what,
-            plan.patch if plan else None,
+            code="RESOURCES_REQUESTS_MISSING",
+            title=f"{self.container_name} has no memory request",
+            summary=summary,
+            objects=(self.isvc_ref, self.workload.ref),
+            evidence=tuple(evidence_lines),
+            fix=Fix.from_plan(what, plan),
         )
 
     def _utilization_metrics(self) -> list[tuple[Mapping[str, Any], str, tuple[str, ...] | None]]:
@@ -317,13 +316,12 @@ class _Context:
                 "the HPA target is a percentage of that number."
             )
         return Finding(
-            "RESOURCES_REQUESTS_MISSING",
-            f"{resource} HPA, but {self.container_name} has no {resource} request",
-            summary,
-            objects,
-            tuple(evidence_lines),
-            plan.remediation(what) if plan else what,
-            plan.patch if plan else None,
+            code="RESOURCES_REQUESTS_MISSING",
+            title=f"{resource} HPA, but {self.container_name} has no {resource} request",
+            summary=summary,
+            objects=objects,
+            evidence=tuple(evidence_lines),
+            fix=Fix.from_plan(what, plan),
         )
 
     def _sidecar_request_finding(
@@ -351,13 +349,12 @@ class _Context:
         else:
             what = f"Set a {resource} request on container {sidecar} where it is injected (its mesh or webhook config)."
         return Finding(
-            "RESOURCES_REQUESTS_MISSING",
-            f"{resource} HPA, but sidecar {sidecar} has no {resource} request",
-            summary,
-            objects,
-            tuple(evidence_lines),
-            plan.remediation(what) if plan else what,
-            plan.patch if plan else None,
+            code="RESOURCES_REQUESTS_MISSING",
+            title=f"{resource} HPA, but sidecar {sidecar} has no {resource} request",
+            summary=summary,
+            objects=objects,
+            evidence=tuple(evidence_lines),
+            fix=Fix.from_plan(what, plan),
         )
 
     # --- RESOURCES_GPU_UNSCHEDULABLE ------------------------------------------------------------
@@ -414,12 +411,12 @@ class _Context:
                 "time): the pods may still be scheduled, and that wait is cold start."
             )
         return Finding(
-            "RESOURCES_GPU_UNSCHEDULABLE",
-            title,
-            summary,
-            (self.isvc_ref, *(kube.ref(entry.pod) for entry in pending)),
-            tuple(lines),
-            self._capacity_remediation(shortages, pod_requests),
+            code="RESOURCES_GPU_UNSCHEDULABLE",
+            title=title,
+            summary=summary,
+            objects=(self.isvc_ref, *(kube.ref(entry.pod) for entry in pending)),
+            evidence=tuple(lines),
+            fix=Fix(what=self._capacity_remediation(shortages, pod_requests)),
             severity=severity,
         )
 
@@ -542,16 +539,15 @@ class _Context:
             f"it exceeded {limit_text}. Each kill restarts the engine, which must reload the weights before it can "
             "serve again, so the pod keeps dropping out of the endpoints (503s)."
         )
-        plan, what = self._oom_fix(limit, hint)
+        fix = self._oom_fix(limit, hint)
         return Finding(
-            "RESOURCES_HOST_OOMKILLED",
-            f"{self.container_name} OOMKilled at "
+            code="RESOURCES_HOST_OOMKILLED",
+            title=f"{self.container_name} OOMKilled at "
             + (f"memory limit {limit_value}" if limit_value else "no memory limit"),
-            summary,
-            (self.isvc_ref, *dict.fromkeys(kube.ref(killed) for killed, _, _ in kills)),
-            tuple(lines),
-            plan.remediation(what) if plan else what,
-            plan.patch if plan else None,
+            summary=summary,
+            objects=(self.isvc_ref, *dict.fromkeys(kube.ref(killed) for killed, _, _ in kills)),
+            evidence=tuple(lines),
+            fix=fix,
         )
 
     def _oom_series_of_gone_pods(self) -> list[str]:
@@ -589,7 +585,7 @@ class _Context:
             return f"KServe's default for containers without resources ({KSERVE_DEFAULT_MEMORY})"
         return "neither the InferenceService nor its runtime (a LimitRange default or an admission webhook)"
 
-    def _oom_fix(self, limit: Decimal | None, hint: _WeightsHint | None) -> tuple[patches.PatchPlan | None, str]:
+    def _oom_fix(self, limit: Decimal | None, hint: _WeightsHint | None) -> Fix:
         candidates = []
         reasons = []
         if limit is not None:
@@ -599,8 +595,8 @@ class _Context:
             candidates.append(Decimal(hint.weights_bytes))
             reasons.append(f"not below the weights ({hint.describe()}), which pass through host memory while they load")
         if not candidates:
-            return None, (
-                "Give the container a memory request and limit that hold its peak: measure it (kubectl top pod "
+            return Fix(
+                what="Give the container a memory request and limit that hold its peak: measure it (kubectl top pod "
                 "or container_memory_working_set_bytes) and add headroom."
             )
         size = quantities.gib_quantity(max(candidates))
@@ -610,7 +606,7 @@ class _Context:
             "working set after the change. Memory-backed volumes such as /dev/shm count against this limit."
         )
         plan = self._isvc_resources_patch({"requests": {"memory": size}, "limits": {"memory": size}})
-        return plan, what
+        return Fix.from_plan(what, plan)
 
     # --- RESOURCES_GPU_NOT_VISIBLE --------------------------------------------------------------
 
@@ -675,13 +671,12 @@ class _Context:
         )
         plan = self._isvc_resources_patch({"limits": {resource: str(count)}})
         return Finding(
-            "RESOURCES_GPU_NOT_VISIBLE",
-            f"vLLM on {platform.upper()} with no {resource} request",
-            summary,
-            (self.isvc_ref, self.workload.ref),
-            tuple(lines),
-            plan.remediation(what) if plan else what,
-            plan.patch if plan else None,
+            code="RESOURCES_GPU_NOT_VISIBLE",
+            title=f"vLLM on {platform.upper()} with no {resource} request",
+            summary=summary,
+            objects=(self.isvc_ref, self.workload.ref),
+            evidence=tuple(lines),
+            fix=Fix.from_plan(what, plan),
         )
 
     def _cuda_unavailable(self, devices: Mapping[str, int], hits: list[LogHit], hidden: list[str]) -> Finding:
@@ -713,16 +708,15 @@ class _Context:
                 "runtimeClassName: nvidia on the predictor, and that the image's CUDA version fits the node driver."
             )
         return Finding(
-            "RESOURCES_GPU_NOT_VISIBLE",
-            "CUDA not available in the serving container",
-            summary,
-            (
+            code="RESOURCES_GPU_NOT_VISIBLE",
+            title="CUDA not available in the serving container",
+            summary=summary,
+            objects=(
                 self.isvc_ref,
                 *(f"Pod/{self.evidence.target.namespace}/{pod}" for pod in dict.fromkeys(h.pod for h in hits)),
             ),
-            tuple(lines),
-            plan.remediation(what) if plan else what,
-            plan.patch if plan else None,
+            evidence=tuple(lines),
+            fix=Fix.from_plan(what, plan),
         )
 
     def _hiding_env(self) -> list[str]:
@@ -790,15 +784,14 @@ class _Context:
             "The size counts against the container's memory limit."
         )
         return Finding(
-            "RESOURCES_SHM_MISSING",
-            f"tensor parallel {tp * pp} without a memory-backed /dev/shm",
-            summary,
-            (self.isvc_ref, self.workload.ref),
-            tuple(lines),
-            plan.remediation(what)
-            if plan
-            else what + " (No patch: the InferenceService does not declare the serving container.)",
-            plan.patch if plan else None,
+            code="RESOURCES_SHM_MISSING",
+            title=f"tensor parallel {tp * pp} without a memory-backed /dev/shm",
+            summary=summary,
+            objects=(self.isvc_ref, self.workload.ref),
+            evidence=tuple(lines),
+            fix=Fix.from_plan(
+                what, plan, no_patch="(No patch: the InferenceService does not declare the serving container.)"
+            ),
             severity=severity,
         )
 
