@@ -64,7 +64,7 @@ def queue_findings(facts: EngineFacts, gpu_oom: bool, cannot_fit: bool) -> list[
     return findings
 
 
-def _ceiling_text(facts: EngineFacts, analysis: regime.QueueAnalysis, ceiling: Valued | None) -> str:
+def _ceiling_text(analysis: regime.QueueAnalysis, ceiling: Valued | None) -> str:
     used = sorted({s.ceiling for s in analysis.saturated})
     if ceiling is not None and used == [ceiling.value]:
         return f"ceiling {ceiling.value:.0f} ({ceiling.origin})"
@@ -106,7 +106,7 @@ def _saturation(
     queue_peak = max((s.queue_time_peak for s in saturated if s.queue_time_peak is not None), default=None)
     summary = (
         f"For up to {_minutes(longest.episode.seconds)} requests waited in vLLM's queue (up to {deepest:.0f}) "
-        f"while {len(pods)} pod(s) ran at their {_ceiling_text(facts, analysis, ceiling)}"
+        f"while {len(pods)} pod(s) ran at their {_ceiling_text(analysis, ceiling)}"
         + (f"; queue time p95 reached {queue_peak:.1f} s" if queue_peak is not None else "")
         + ". No KV-cache pressure or GPU out-of-memory explains it: the service had less capacity than demand."
     )
@@ -130,7 +130,7 @@ def _saturation(
     if analysis.short_queues:
         evidence.append(f"{analysis.short_queues} shorter queue episode(s) drained on their own (not counted)")
     evidence += _traffic_lines(facts) + facts.failed_requests()[1] + [regime_line]
-    fix = _capacity_fix(facts, saturated, queue, ceiling)
+    fix = _capacity_fix(facts, saturated, queue)
     return Finding(
         code="QUEUE_SATURATION",
         title=f"requests queued at the concurrency ceiling for {_minutes(longest.episode.seconds)} ({len(pods)} pod(s))",
@@ -144,9 +144,7 @@ def _saturation(
     )
 
 
-def _capacity_fix(
-    facts: EngineFacts, saturated: Sequence[regime.Saturation], queue: regime.QueueFacts, ceiling: Valued | None
-) -> Fix:
+def _capacity_fix(facts: EngineFacts, saturated: Sequence[regime.Saturation], queue: regime.QueueFacts) -> Fix:
     kv_peaks = [s.episode.peak_kv for s in saturated]
     known = [kv for kv in kv_peaks if kv is not None]
     current = max(s.ceiling for s in saturated)

@@ -32,7 +32,7 @@ def request_metric_fix(facts: ScaleTargetFacts, unit: Unit, drop: Callable[[auto
     assert facts.capacity is not None
     how = f"Target {target} running requests per pod: {facts.capacity.derivation()}."
     if unit.knative:
-        plan = _kpa_plan(facts, unit, target)
+        plan = _kpa_plan(facts, target)
         return Fix.from_plan(
             f"Let Knative's KPA scale on in-flight requests instead of the HPA class. {how} Knative aims at "
             "70 % of the target by default, which leaves more headroom.",
@@ -148,7 +148,7 @@ def _replacement_hpa(
     }
 
 
-def _kpa_plan(facts: ScaleTargetFacts, unit: Unit, target: int) -> patches.PatchPlan | None:
+def _kpa_plan(facts: ScaleTargetFacts, target: int) -> patches.PatchPlan | None:
     """Switch a Knative service to the KPA on concurrency with ``target`` in-flight requests per pod."""
     predictor = kube.spec(facts.evidence.isvc).get("predictor") or {}
 
