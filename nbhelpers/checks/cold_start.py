@@ -96,8 +96,8 @@ ALREADY_ASKED = (
 def run(evidence: Evidence) -> list[Finding]:
     common.skip_modelmesh(evidence)
     common.require_read(evidence, kinds.POD.key + " ")
-    context = _Context(evidence)
-    found = [context.scale_to_zero(), context.exceeds_timeout(), context.churn()]
+    judge = ColdStartJudge(evidence)
+    found = [judge.scale_to_zero(), judge.exceeds_timeout(), judge.churn()]
     return [finding for finding in found if finding is not None]
 
 
@@ -119,7 +119,9 @@ class Limit:
         return f"{self.name}{where}: {chain.format_seconds(self.seconds)} ({self.source})"
 
 
-class _Context:
+class ColdStartJudge:
+    """The scale settings, cold starts, ready-pod timeline and timeouts in effect, and the findings they make."""
+
     def __init__(self, evidence: Evidence) -> None:
         self.evidence = evidence
         self.settings = ScaleSettings(evidence)

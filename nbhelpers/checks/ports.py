@@ -64,14 +64,14 @@ def run(evidence: Evidence) -> list[Finding]:
     workload = common.current_workload(evidence)
     server = vllm_args.parse_container(workload.serving)
     path = _traffic_path(evidence, workload)
-    context = _Context(evidence, workload, server, path)
+    judge = PortJudge(evidence, workload, server, path)
     findings: list[Finding] = []
     if path.unresolved_target is not None:
-        findings.append(context.unresolved_target_port())
-    if context.listening_disagrees:
-        findings.append(context.listening_port_mismatch())
-    findings.extend(context.probe_mismatches())
-    stale = context.stale_container_port()
+        findings.append(judge.unresolved_target_port())
+    if judge.listening_disagrees:
+        findings.append(judge.listening_port_mismatch())
+    findings.extend(judge.probe_mismatches())
+    stale = judge.stale_container_port()
     if stale is not None:
         findings.append(stale)
     return findings
@@ -151,8 +151,8 @@ def _service_path(evidence: Evidence, workload: common.Workload) -> TrafficPath:
 # --- findings -----------------------------------------------------------------------------------
 
 
-class _Context:
-    """The facts every ports finding quotes, and the findings built from them."""
+class PortJudge:
+    """The listening port, the traffic path and the probe ports every ports finding quotes, and the findings."""
 
     def __init__(
         self,

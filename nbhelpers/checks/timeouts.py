@@ -73,7 +73,7 @@ def run(evidence: Evidence) -> list[Finding]:
     )
     cut = _cut_504s(evidence)
     plateau = chain.plateau_at(_values(p99), path.layers)
-    judge = _Judge(evidence, path, observed, cut, plateau, _latency_note(p99))
+    judge = TimeoutJudge(evidence, path, observed, cut, plateau, _latency_note(p99))
     return [finding for item in path.placed if (finding := judge.finding(item)) is not None]
 
 
@@ -144,7 +144,7 @@ def _describe_cut(cut: chain.Cut504s) -> str:
 # --- findings -------------------------------------------------------------------------------------
 
 
-class _Judge:
+class TimeoutJudge:
     """Decides, layer by layer, whether its timeout is misaligned, and writes the finding."""
 
     def __init__(
