@@ -13,7 +13,7 @@ import yaml
 from builders import FIXTURES, load_yaml
 from checks.check_cases import assert_valid_patch
 
-from nbhelpers.findings.model import Finding, Patch
+from nbhelpers.findings.model import Finding, Fix, Patch
 from nbhelpers.sources.kube import KubeObject
 
 RAW = "checks/healthy/raw.yaml"
@@ -266,7 +266,9 @@ def test_field_path_formats_indices() -> None:
 
 def _finding(target: str, body: Any, patch_type: str = "merge") -> Finding:
     text = body if isinstance(body, str) else yaml.safe_dump(body)
-    return Finding("PORT_MISMATCH", "t", "s", patch=Patch(target, text, patch_type))
+    return Finding(
+        code="PORT_MISMATCH", title="t", summary="s", fix=Fix(what="", patch=Patch(target, text, patch_type))
+    )
 
 
 def test_valid_patch_returns_the_merged_target() -> None:

@@ -16,7 +16,7 @@ from nbhelpers import __version__
 from nbhelpers.checks import STEP_IDS, STEPS
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.findings.model import Finding, Patch, rank_root_causes
+from nbhelpers.findings.model import Finding, Fix, Patch, rank_root_causes
 from nbhelpers.metrics import catalog
 from nbhelpers.notebook import display
 from nbhelpers.render import charts, findings_json, report_html
@@ -122,21 +122,23 @@ PORT_PATCH = "spec:\n  predictor:\n    model:\n      ports:\n        - container
 def two_findings() -> list[Finding]:
     return [
         Finding(
-            "ENDPOINTS_NONE_READY",
-            "no ready address behind vllm-llm-predictor",
-            "Service llm/vllm-llm-predictor has 0 ready and 1 not-ready addresses.",
+            code="ENDPOINTS_NONE_READY",
+            title="no ready address behind vllm-llm-predictor",
+            summary="Service llm/vllm-llm-predictor has 0 ready and 1 not-ready addresses.",
             objects=(f"Endpoints/{NS}/vllm-llm-predictor",),
             evidence=("endpoints: 0 ready, 1 not ready",),
-            remediation="Fix why the pods are not ready (see PORT_MISMATCH).",
+            fix=Fix(what="Fix why the pods are not ready (see PORT_MISMATCH)."),
         ),
         Finding(
-            "PORT_MISMATCH",
-            "vLLM listens on 8000, the Service and probe use 8080",
-            "vllm serve runs with --port 8000 while containerPort and the readiness probe use 8080.",
+            code="PORT_MISMATCH",
+            title="vLLM listens on 8000, the Service and probe use 8080",
+            summary="vllm serve runs with --port 8000 while containerPort and the readiness probe use 8080.",
             objects=(f"Pod/{NS}/{POD}", f"Service/{NS}/vllm-llm-predictor"),
             evidence=("args: --port 8000", "readinessProbe.httpGet.port: 8080"),
-            remediation="kubectl patch inferenceservice vllm-llm -n llm --type merge -p ...; roll back with ...",
-            patch=Patch(f"InferenceService.serving.kserve.io/{NS}/{ISVC}", PORT_PATCH),
+            fix=Fix(
+                what="kubectl patch inferenceservice vllm-llm -n llm --type merge -p ...; roll back with ...",
+                patch=Patch(f"InferenceService.serving.kserve.io/{NS}/{ISVC}", PORT_PATCH),
+            ),
         ),
     ]
 
@@ -338,13 +340,15 @@ def test_charts_only_for_metrics_with_data(result: TriageResult) -> None:
 def test_display_escapes_cluster_text() -> None:
     evidence = incident_evidence(metrics=None, reads=())
     hostile = Finding(
-        "PORT_MISMATCH",
-        "<script>alert(1)</script>",
-        'summary with <img src=x onerror="boom">',
+        code="PORT_MISMATCH",
+        title="<script>alert(1)</script>",
+        summary='summary with <img src=x onerror="boom">',
         objects=("Pod/llm/<b>pod</b>",),
         evidence=("log: <iframe>",),
-        remediation="kubectl ... && echo <done>",
-        patch=Patch("InferenceService.serving.kserve.io/llm/vllm-llm", "metadata:\n  name: <x>\n"),
+        fix=Fix(
+            what="kubectl ... && echo <done>",
+            patch=Patch("InferenceService.serving.kserve.io/llm/vllm-llm", "metadata:\n  name: <x>\n"),
+        ),
     )
     result = build_result(evidence, [hostile])
     markup = display.step_html(result, "ports") + display.root_causes_html(result) + display.verdict_html(result)
@@ -406,11 +410,15 @@ def test_verdict_comes_with_ranked_causes_linked_to_their_findings_and_the_impac
 
 def test_each_patch_is_shown_with_its_apply_and_roll_back_commands(result: TriageResult) -> None:
     with_commands = Finding(
-        "PORT_MISMATCH",
-        "t",
-        "s",
-        remediation="Add --port=8080.\nApply:\n  kubectl patch a b --type merge -p '{}'\nRoll back:\n  kubectl patch a b -p 'x'",
-        patch=Patch(f"InferenceService.serving.kserve.io/{NS}/{ISVC}", PORT_PATCH),
+        code="PORT_MISMATCH",
+        title="t",
+        summary="s",
+        fix=Fix(
+            what="Add --port=8080.",
+            patch=Patch(f"InferenceService.serving.kserve.io/{NS}/{ISVC}", PORT_PATCH),
+            apply_command="kubectl patch a b --type merge -p '{}'",
+            rollback_command="kubectl patch a b -p 'x'",
+        ),
     )
     remedy = display.split_remediation(with_commands.remediation)
     assert remedy == display.Remedy(
@@ -418,7 +426,9 @@ def test_each_patch_is_shown_with_its_apply_and_roll_back_commands(result: Triag
     )
     markup = display.commands_html(with_commands)
     assert markup.index(">Apply<") < markup.index("kubectl patch a b --type merge") < markup.index(">Roll back<")
-    bare = Finding("PORT_MISMATCH", "t", "s", remediation="Add --port=8080.", patch=with_commands.patch)
+    bare = Finding(
+        code="PORT_MISMATCH", title="t", summary="s", fix=Fix(what="Add --port=8080.", patch=with_commands.patch)
+    )
     fallback = display.commands_html(bare)
     assert f"kubectl patch inferenceservice.serving.kserve.io {ISVC} -n {NS} --type merge --patch-file patch.yaml" in (
         fallback

@@ -113,7 +113,7 @@ def test_shipped_scenarios_are_listed_with_the_default_first_class() -> None:
 def test_expected_root_causes_follow_the_ranking_rules() -> None:
     for spec in list_scenarios():
         shuffled = sorted(spec.expected_root_causes, reverse=True)
-        ranked = rank_root_causes((Finding(code, "t", "s") for code in shuffled), STEP_IDS)
+        ranked = rank_root_causes((Finding(code=code, title="t", summary="s") for code in shuffled), STEP_IDS)
         assert tuple(ranked) == spec.expected_root_causes, spec.name
 
 

@@ -63,10 +63,10 @@ def test_step_statuses_from_what_the_check_does(evidence: Evidence) -> None:
         raise KeyError("spec")
 
     def finds(_evidence: Evidence) -> list[Finding]:
-        return [Finding("PORT_MISMATCH", "t", "s")]
+        return [Finding(code="PORT_MISMATCH", title="t", summary="s")]
 
     def informs(_evidence: Evidence) -> list[Finding]:
-        return [Finding("PORT_MISMATCH", "t", "s", severity=Severity.INFO)]
+        return [Finding(code="PORT_MISMATCH", title="t", summary="s", severity=Severity.INFO)]
 
     assert run_step(step, skipped, evidence).status == "skipped"
     assert run_step(step, missing, evidence).reason == "missing evidence: Pod in llm: forbidden"

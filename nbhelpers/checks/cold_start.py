@@ -65,7 +65,7 @@ from nbhelpers.facts.cold_starts import (
 )
 from nbhelpers.findings import patches
 from nbhelpers.findings.catalog import Severity
-from nbhelpers.findings.model import Finding, Patch
+from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.models import kpa
 from nbhelpers.sources import kinds, kube
@@ -87,13 +87,18 @@ DEADLINE_SHARE = 0.9
 # Recommended deadlines and delays keep this factor above what was measured, rounded up to whole minutes.
 MARGIN = 1.5
 MIN_VALLEYS = 2
+# Why a fix has no patch: the InferenceService already asks for the change, and the revision in effect is older.
+ALREADY_ASKED = (
+    "The InferenceService already asks for this: it takes effect with the next revision KServe rolls out; check "
+    "that one was created and became ready."
+)
 
 
 def run(evidence: Evidence) -> list[Finding]:
     common.skip_modelmesh(evidence)
     common.require_read(evidence, kinds.POD.key + " ")
-    context = _Context(evidence)
-    found = [context.scale_to_zero(), context.exceeds_timeout(), context.churn()]
+    judge = ColdStartJudge(evidence)
+    found = [judge.scale_to_zero(), judge.exceeds_timeout(), judge.churn()]
     return [finding for finding in found if finding is not None]
 
 
@@ -115,7 +120,9 @@ class Limit:
         return f"{self.name}{where}: {chain.format_seconds(self.seconds)} ({self.source})"
 
 
-class _Context:
+class ColdStartJudge:
+    """The scale settings, cold starts, ready-pod timeline and timeouts in effect, and the findings they make."""
+
     def __init__(self, evidence: Evidence) -> None:
         self.evidence = evidence
         self.settings = ScaleSettings(evidence)
@@ -237,22 +244,21 @@ class _Context:
                 )
         if errors is not None:
             evidence.append(f"5xx while no pod was ready: {errors[1]}")
-        remediation, patch = _remedy(
-            patches.plan_patch(self.evidence.isvc, _set_min_replicas),
+        what = (
             "Keep one replica warm: set spec.predictor.minReplicas to 1 (KServe writes it as the revision's "
             f"min-scale). {self._gpu_cost()} If the cost is not acceptable, keep scale-to-zero but make the "
             "callers wait longer than the cold start (revision timeout, gateway and client timeouts) and "
-            "shorten the load (image pre-pulled on the GPU nodes, weights on a local cache).",
+            "shorten the load (image pre-pulled on the GPU nodes, weights on a local cache)."
         )
+        plan = patches.plan_patch(self.evidence.isvc, _set_min_replicas)
         return Finding(
-            "COLDSTART_SCALE_TO_ZERO",
-            f"Scale-to-zero on an LLM whose cold start takes {seconds:.0f} s ({label})",
-            summary,
-            self.objects(),
-            tuple(evidence),
-            remediation,
-            patch,
-            severity,
+            code="COLDSTART_SCALE_TO_ZERO",
+            title=f"Scale-to-zero on an LLM whose cold start takes {seconds:.0f} s ({label})",
+            summary=summary,
+            objects=self.objects(),
+            evidence=tuple(evidence),
+            fix=Fix.from_plan(what, plan, no_patch=ALREADY_ASKED),
+            severity=severity,
         )
 
     def exceeds_timeout(self) -> Finding | None:
@@ -314,15 +320,16 @@ class _Context:
                 "revision"
             )
         return Finding(
-            "COLDSTART_EXCEEDS_TIMEOUT",
-            f"Cold start ({measured:.0f} s) is longer than the {shortest.name} ({chain.format_seconds(shortest.seconds)})",
-            summary,
-            self.objects(),
-            tuple(evidence),
-            *_remedy(
-                patches.plan_patch(self.evidence.isvc, mutate),
+            code="COLDSTART_EXCEEDS_TIMEOUT",
+            title=f"Cold start ({measured:.0f} s) is longer than the {shortest.name} ({chain.format_seconds(shortest.seconds)})",
+            summary=summary,
+            objects=self.objects(),
+            evidence=tuple(evidence),
+            fix=Fix.from_plan(
                 "On the InferenceService: " + "; and ".join(what) + ". Shortening the cold start itself (image "
                 "pre-pulled on the GPU nodes, weights cached locally, a warm node pool) helps every case.",
+                patches.plan_patch(self.evidence.isvc, mutate),
+                no_patch=ALREADY_ASKED,
             ),
         )
 
@@ -358,30 +365,31 @@ class _Context:
             evidence.append(f"5xx during the dips: {errors[1]}")
         if not self.settings.serverless:
             return Finding(
-                "COLDSTART_CHURN",
-                f"Ready pods fell and came back {len(valleys)} times in the window",
-                summary,
-                (self.isvc_ref,),
-                tuple(evidence),
-                "The HPA scales down too soon for pods that take this long to start: lengthen its scale-down "
-                f"stabilization (behavior.scaleDown.stabilizationWindowSeconds) beyond {longest:.0f} s, or raise "
-                "spec.predictor.minReplicas to the count the dips fall from. The HPA belongs to KServe, so its "
-                "behavior is set where the scale_target step says (no patch here).",
-                None,
-                severity,
+                code="COLDSTART_CHURN",
+                title=f"Ready pods fell and came back {len(valleys)} times in the window",
+                summary=summary,
+                objects=(self.isvc_ref,),
+                evidence=tuple(evidence),
+                fix=Fix(
+                    what="The HPA scales down too soon for pods that take this long to start: lengthen its scale-down "
+                    f"stabilization (behavior.scaleDown.stabilizationWindowSeconds) beyond {longest:.0f} s, or raise "
+                    "spec.predictor.minReplicas to the count the dips fall from. The HPA belongs to KServe, so its "
+                    "behavior is set where the scale_target step says (no patch here)."
+                ),
+                severity=severity,
             )
         delay, setting = self.settings.scale_down_delay()
         if delay >= longest:
             return Finding(
-                "COLDSTART_CHURN",
-                f"Ready pods fell and came back {len(valleys)} times; the scale-down delay now in effect covers it",
-                summary + f" The scale-down delay now in effect ({setting.describe()}) is longer than the longest "
+                code="COLDSTART_CHURN",
+                title=f"Ready pods fell and came back {len(valleys)} times; the scale-down delay now in effect covers it",
+                summary=summary
+                + f" The scale-down delay now in effect ({setting.describe()}) is longer than the longest "
                 "dip, so these pods would have been held: the churn predates that setting.",
-                self.objects(),
-                tuple(evidence),
-                "Nothing to change: confirm over the next window that the dips are gone.",
-                None,
-                Severity.INFO,
+                objects=self.objects(),
+                evidence=tuple(evidence),
+                fix=Fix(what="Nothing to change: confirm over the next window that the dips are gone."),
+                severity=Severity.INFO,
             )
         wanted = min(_round_up_minutes(longest * MARGIN), MAX_SCALE_DOWN_DELAY)
 
@@ -393,19 +401,20 @@ class _Context:
 
         capped = " (Knative's maximum)" if wanted == MAX_SCALE_DOWN_DELAY else ""
         return Finding(
-            "COLDSTART_CHURN",
-            f"Ready pods fell and came back {len(valleys)} times in the window",
-            summary + f" The scale-down delay in effect is {setting.describe()}.",
-            self.objects(),
-            tuple(evidence),
-            *_remedy(
-                patches.plan_patch(self.evidence.isvc, mutate),
+            code="COLDSTART_CHURN",
+            title=f"Ready pods fell and came back {len(valleys)} times in the window",
+            summary=summary + f" The scale-down delay in effect is {setting.describe()}.",
+            objects=self.objects(),
+            evidence=tuple(evidence),
+            fix=Fix.from_plan(
                 f"Hold capacity for {wanted} s{capped} after the load drops before scaling down: the annotation "
                 f"{kpa.SCALE_DOWN_DELAY_KEYS[0]} ({MARGIN}× the longest dip, in whole minutes) on the InferenceService, "
                 "which KServe copies onto the revision template. Unlike minReplicas it still scales down when the "
                 "load stays low.",
+                patches.plan_patch(self.evidence.isvc, mutate),
+                no_patch=ALREADY_ASKED,
             ),
-            severity,
+            severity=severity,
         )
 
     def _gpu_cost(self) -> str:
@@ -419,18 +428,6 @@ class _Context:
         held = ", ".join(f"{count}× {name}" for name, count in sorted(devices.items()))
         hours = sum(devices.values()) * 730
         return f"Cost: one replica holds {held} around the clock (≈{hours} GPU-hours a month) even with no traffic."
-
-
-def _remedy(plan: patches.PatchPlan | None, what: str) -> tuple[str, Patch | None]:
-    """(remediation, patch); no patch when the InferenceService already asks for the change (the revision
-    in effect is older than the InferenceService)."""
-    if plan is None:
-        return (
-            f"{what} The InferenceService already asks for this: it takes effect with the next revision KServe "
-            "rolls out; check that one was created and became ready.",
-            None,
-        )
-    return plan.remediation(what), plan.patch
 
 
 def _set_min_replicas(isvc: common.KubeObject) -> None:

@@ -46,7 +46,7 @@ from nbhelpers.facts.timeout_layers import (
 from nbhelpers.facts.timeout_path import Layer
 from nbhelpers.findings import patches
 from nbhelpers.findings.catalog import Severity
-from nbhelpers.findings.model import Finding
+from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.metrics.series import MetricData
 from nbhelpers.sources import kinds, kube
@@ -74,7 +74,7 @@ def run(evidence: Evidence) -> list[Finding]:
     )
     cut = _cut_504s(evidence)
     plateau = chain.plateau_at(_values(p99), path.layers)
-    judge = _Judge(evidence, path, observed, cut, plateau, _latency_note(p99))
+    judge = TimeoutJudge(evidence, path, observed, cut, plateau, _latency_note(p99))
     return [finding for item in path.placed if (finding := judge.finding(item)) is not None]
 
 
@@ -145,7 +145,7 @@ def _describe_cut(cut: chain.Cut504s) -> str:
 # --- findings -------------------------------------------------------------------------------------
 
 
-class _Judge:
+class TimeoutJudge:
     """Decides, layer by layer, whether its timeout is misaligned, and writes the finding."""
 
     def __init__(
@@ -184,16 +184,15 @@ class _Judge:
         cutting = attribution is not None and (attribution.measured or self.plateau == layer)
         target = chain.recommended_seconds(layer, self.layers, self.observed, self._ceiling(layer), cutting)
         summary = self._summary(layer, inner, slow, attribution, severity)
-        what, plan = self._fix(item, target)
+        fix = self._fix(item, target)
         objects = [kube.ref(self.evidence.isvc), *(ref for ref in [layer.obj, *(i.obj for i in inner)] if ref)]
         return Finding(
-            code,
-            self._title(layer, inner, slow),
-            summary,
-            tuple(dict.fromkeys(objects)),
-            tuple(self._evidence_lines(attribution)),
-            plan.remediation(what) if plan else what,
-            plan.patch if plan else None,
+            code=code,
+            title=self._title(layer, inner, slow),
+            summary=summary,
+            objects=tuple(dict.fromkeys(objects)),
+            evidence=tuple(self._evidence_lines(attribution)),
+            fix=fix,
             severity=severity,
         )
 
@@ -271,31 +270,28 @@ class _Judge:
 
     # --- fixes ------------------------------------------------------------------------------------
 
-    def _fix(self, item: Placed, target: int) -> tuple[str, patches.PatchPlan | None]:
+    def _fix(self, item: Placed, target: int) -> Fix:
         layer = item.layer
         if layer.role == "client":
-            return (
-                f"Raise the client's timeout to at least {target} s, or lower the layers behind it below the "
+            return Fix(
+                what=f"Raise the client's timeout to at least {target} s, or lower the layers behind it below the "
                 "client's so that they answer a clean 504 before it gives up. The client is not a cluster object: "
-                f"update its configuration and the annotation {CLIENT_TIMEOUT_ANNOTATION} that records it.",
-                None,
+                f"update its configuration and the annotation {CLIENT_TIMEOUT_ANNOTATION} that records it."
             )
         if layer.role == "knative" and layer.kind == chain.IDLE:
-            return (
-                f"Raise or remove the revision's idleTimeoutSeconds (at least {target} s, 0 for none). KServe owns the "
+            return Fix(
+                what=f"Raise or remove the revision's idleTimeoutSeconds (at least {target} s, 0 for none). KServe owns the "
                 "Knative Service and does not expose it: change revision-idle-timeout-seconds in "
-                f"{self.evidence.site.knative_namespace}/config-defaults (cluster-wide) instead.",
-                None,
+                f"{self.evidence.site.knative_namespace}/config-defaults (cluster-wide) instead."
             )
         if layer.role == "knative":
             return self._isvc_timeout_fix(layer, target)
         assert item.obj is not None
         if layer.role == "lb" and layer.name.startswith("GKE"):
-            return (
-                f"Create a BackendConfig with spec.timeoutSec: {target} and reference it from the predictor Service "
+            return Fix(
+                what=f"Create a BackendConfig with spec.timeoutSec: {target} and reference it from the predictor Service "
                 "with the annotation cloud.google.com/backend-config (its default is 30 s). This tool does not read "
-                "BackendConfigs, so check first whether one already sets it. Roll back by removing the annotation.",
-                None,
+                "BackendConfigs, so check first whether one already sets it. Roll back by removing the annotation."
             )
         if layer.role in ("lb", "ingress"):
             return self._ingress_fix(layer, item.obj, target)
@@ -303,7 +299,7 @@ class _Judge:
             return self._http_route_fix(layer, item.obj, target)
         return self._virtual_service_fix(layer, item.obj, target)
 
-    def _isvc_timeout_fix(self, layer: Layer, target: int) -> tuple[str, patches.PatchPlan | None]:
+    def _isvc_timeout_fix(self, layer: Layer, target: int) -> Fix:
         ceiling = max_revision_timeout(self.evidence)
         what = (
             f"Set spec.predictor.timeout: {target} on the InferenceService: KServe owns the Knative Service and "
@@ -325,11 +321,9 @@ class _Judge:
         def set_timeout(isvc: common.KubeObject) -> None:
             isvc.setdefault("spec", {}).setdefault("predictor", {})["timeout"] = target
 
-        return what, patches.plan_patch(self.evidence.isvc, set_timeout)
+        return Fix.from_plan(what, patches.plan_patch(self.evidence.isvc, set_timeout))
 
-    def _ingress_fix(
-        self, layer: Layer, ingress: Mapping[str, Any], target: int
-    ) -> tuple[str, patches.PatchPlan | None]:
+    def _ingress_fix(self, layer: Layer, ingress: Mapping[str, Any], target: int) -> Fix:
         alb = layer.name.startswith("AWS ALB")
         annotations = kube.annotations(ingress)
         if alb:
@@ -342,8 +336,9 @@ class _Judge:
             what = f"Set ingress-nginx's proxy-read-timeout (and proxy-send-timeout) to {target} s on {layer.obj}."
         owner = common.controller_owner(ingress)
         if owner is None:
-            return what, patches.plan_patch(
-                ingress, lambda obj: obj["metadata"].setdefault("annotations", {}).update(wanted)
+            return Fix.from_plan(
+                what,
+                patches.plan_patch(ingress, lambda obj: obj["metadata"].setdefault("annotations", {}).update(wanted)),
             )
         if kserve_owned(ingress):
             # KServe copies the InferenceService's annotations onto the Ingress it generates
@@ -352,20 +347,21 @@ class _Judge:
                 f" {layer.obj} is generated by {owner}, which copies the InferenceService's annotations onto it: "
                 "annotate the InferenceService (KServe also copies them to the predictor's other objects)."
             )
-            return what, patches.plan_patch(
-                self.evidence.isvc, lambda obj: obj["metadata"].setdefault("annotations", {}).update(wanted)
+            return Fix.from_plan(
+                what,
+                patches.plan_patch(
+                    self.evidence.isvc, lambda obj: obj["metadata"].setdefault("annotations", {}).update(wanted)
+                ),
             )
-        return what + f" {layer.obj} is generated by {owner}: change the object it is generated from.", None
+        return Fix(what=what + f" {layer.obj} is generated by {owner}: change the object it is generated from.")
 
-    def _http_route_fix(
-        self, layer: Layer, route: Mapping[str, Any], target: int
-    ) -> tuple[str, patches.PatchPlan | None]:
+    def _http_route_fix(self, layer: Layer, route: Mapping[str, Any], target: int) -> Fix:
         if kserve_owned(route):
             return self._isvc_timeout_fix(layer, target)
         owner = common.controller_owner(route)
         what = f"Set timeouts.request (and any shorter backendRequest) of {layer.obj} to {target}s."
         if owner is not None:
-            return what + f" The route is generated by {owner}: change the object it is generated from.", None
+            return Fix(what=what + f" The route is generated by {owner}: change the object it is generated from.")
 
         def set_timeouts(obj: common.KubeObject) -> None:
             for rule in obj["spec"].get("rules") or []:
@@ -375,18 +371,15 @@ class _Judge:
                     if key == "request" or (current is not None and current < target):
                         timeouts[key] = f"{target}s"
 
-        return what, patches.plan_patch(route, set_timeouts)
+        return Fix.from_plan(what, patches.plan_patch(route, set_timeouts))
 
-    def _virtual_service_fix(
-        self, layer: Layer, service: Mapping[str, Any], target: int
-    ) -> tuple[str, patches.PatchPlan | None]:
+    def _virtual_service_fix(self, layer: Layer, service: Mapping[str, Any], target: int) -> Fix:
         what = f"Raise the route timeout of {layer.obj} to {target}s on every http route that sets a shorter one."
         owner = common.controller_owner(service)
         if owner is not None:
-            return (
-                what + f" It is generated by {owner}, which would revert a direct edit: KServe and Knative derive "
-                "route timeouts from the InferenceService's spec.predictor.timeout, so set that instead.",
-                None,
+            return Fix(
+                what=what + f" It is generated by {owner}, which would revert a direct edit: KServe and Knative derive "
+                "route timeouts from the InferenceService's spec.predictor.timeout, so set that instead."
             )
 
         def set_timeout(obj: common.KubeObject) -> None:
@@ -395,4 +388,4 @@ class _Judge:
                 if current and current < target:
                     http["timeout"] = f"{target}s"
 
-        return what, patches.plan_patch(service, set_timeout)
+        return Fix.from_plan(what, patches.plan_patch(service, set_timeout))

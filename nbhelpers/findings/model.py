@@ -9,8 +9,11 @@ never the reverse, so the two stay free of an import cycle.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nbhelpers.findings.patches import PatchPlan
 
 from nbhelpers.findings.catalog import CATALOG, Severity, reachable
 
@@ -25,17 +28,50 @@ class Patch:
         return {"target": self.target, "type": self.type, "body": self.body}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
+class Fix:
+    """What to change, and when a merge patch does it, the patch with the commands that apply and roll it back.
+
+    ``manifest`` is an object to create once the patch is applied (``kubectl apply -f``), when the change needs one.
+    """
+
+    what: str
+    patch: Patch | None = None
+    apply_command: str = ""
+    rollback_command: str = ""
+    manifest: dict[str, Any] | None = None
+
+    @classmethod
+    def from_plan(
+        cls, what: str, plan: PatchPlan | None, *, no_patch: str = "", manifest: dict[str, Any] | None = None
+    ) -> Fix:
+        """``what`` done by ``plan``; without a plan, ``what`` followed by ``no_patch``, the reason there is none."""
+        if plan is None:
+            return cls(what=f"{what} {no_patch}" if no_patch else what, manifest=manifest)
+        return cls(
+            what=what,
+            patch=plan.patch,
+            apply_command=plan.apply_command,
+            rollback_command=plan.rollback_command,
+            manifest=manifest,
+        )
+
+    @property
+    def remediation(self) -> str:
+        if not self.apply_command:
+            return self.what
+        return f"{self.what}\nApply:\n  {self.apply_command}\nRoll back:\n  {self.rollback_command}"
+
+
+@dataclass(frozen=True, kw_only=True)
 class Finding:
     code: str
     title: str
     summary: str
     objects: tuple[str, ...] = ()
     evidence: tuple[str, ...] = ()
-    remediation: str = ""
-    patch: Patch | None = None
+    fix: Fix | None = None
     severity: Severity | None = None  # None: the catalog default
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.code not in CATALOG:
@@ -51,6 +87,14 @@ class Finding:
     def level(self) -> Severity:
         assert self.severity is not None
         return self.severity
+
+    @property
+    def remediation(self) -> str:
+        return self.fix.remediation if self.fix is not None else ""
+
+    @property
+    def patch(self) -> Patch | None:
+        return self.fix.patch if self.fix is not None else None
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {

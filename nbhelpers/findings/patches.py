@@ -1,7 +1,8 @@
 """Merge patches for the objects a finding names, with the kubectl commands to apply and roll them back.
 
 A finding's fix is always a patch of an object the user owns (the InferenceService, a ConfigMap, an
-Ingress...), written as the smallest RFC 7386 merge patch, plus the exact commands.
+Ingress...), written as the smallest RFC 7386 merge patch, plus the exact commands; ``Fix.from_plan`` turns a
+:class:`PatchPlan` into a finding's :class:`~nbhelpers.findings.model.Fix`.
 """
 
 from __future__ import annotations
@@ -47,9 +48,6 @@ class PatchPlan:
     patch: Patch
     apply_command: str
     rollback_command: str
-
-    def remediation(self, what: str) -> str:
-        return f"{what}\nApply:\n  {self.apply_command}\nRoll back:\n  {self.rollback_command}"
 
 
 def _resource_name(obj: Mapping[str, Any]) -> str:

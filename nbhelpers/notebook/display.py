@@ -355,7 +355,7 @@ class Remedy:
 
 
 def split_remediation(text: str) -> Remedy:
-    """Split ``what\\nApply:\\n  cmd\\nRoll back:\\n  cmd`` (the checks' PatchPlan layout); other text is prose."""
+    """Split ``what\\nApply:\\n  cmd\\nRoll back:\\n  cmd`` (the layout of Fix.remediation); other text is prose."""
     prose, found, commands = text.partition("\nApply:\n")
     if not found:
         return Remedy(text.strip(), "", "")

@@ -16,9 +16,11 @@ import yaml
 from check_cases import apply_patch, codes, evidence_of, json_merge_patch, load_case, only, rollout, serious
 
 from nbhelpers.checks import probes
+from nbhelpers.checks.probes._facts import ProbeFacts
 from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Target
+from nbhelpers.facts import common
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding
 from nbhelpers.metrics import catalog
@@ -309,7 +311,7 @@ def test_healthy_fixtures_have_no_probe_problem(case: str) -> None:
 def test_sized_startup_probe_is_silent_and_the_measurement_is_the_log() -> None:
     evidence = evidence_of(load_case(RAW, "checks/healthy/probes_startup_sized.yaml"), logs=STARTUP_SIZED_LOG)
     assert probes.run(evidence) == []
-    context = probes._Context(evidence, probes.common.current_workload(evidence))
+    context = ProbeFacts(evidence, common.current_workload(evidence))
     assert context.stats.complete == (148.0,)
     assert context.stats.p95 == 148.0
 
@@ -328,7 +330,7 @@ def test_the_startup_window_fixture_is_flagged_with_a_short_budget() -> None:
 
 def test_serverless_default_tcp_probe_counts_as_readiness() -> None:
     evidence = evidence_of(load_case(SERVERLESS))
-    context = probes._Context(evidence, probes.common.current_workload(evidence))
+    context = ProbeFacts(evidence, common.current_workload(evidence))
     (readiness,) = context.probes
     assert (readiness.kind, readiness.run_by, readiness.target()) == (
         "readinessProbe",

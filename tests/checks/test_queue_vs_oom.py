@@ -19,6 +19,7 @@ from builders import CAPTURED_AT
 from check_cases import apply_patch, codes, evidence_of, load_case, only, rollout, serious
 
 from nbhelpers.checks import queue_vs_oom
+from nbhelpers.checks.queue_vs_oom._memory import ESTIMATE_MARGIN_GIB
 from nbhelpers.errors import StepSkipped
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding
@@ -459,7 +460,7 @@ def test_oom_while_profiling_gets_flags_that_fit_the_card() -> None:
     old = ServingPlan(llama, l4, gpu_memory_utilization=0.95, max_model_len=16384, max_num_batched_tokens=32768)
     new = replace(old, gpu_memory_utilization=0.9, max_num_batched_tokens=2048)
     bytes_for_one_request = 16384 * estimate(old).kv_bytes_per_token
-    margin = queue_vs_oom.ESTIMATE_MARGIN_GIB * GIB
+    margin = ESTIMATE_MARGIN_GIB * GIB
     assert estimate(new).budget.available - margin >= bytes_for_one_request
     assert estimate(old).budget.available - margin < bytes_for_one_request
 

@@ -89,7 +89,7 @@ def _kserve_reconcile(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _with_manifest(objects: list[dict[str, Any]], finding: Finding) -> list[dict[str, Any]]:
     """Create the HPA a remediation asks for next to its InferenceService patch, after validating it."""
-    manifest = finding.extra["manifest"]
+    manifest = finding.fix.manifest
     assert_valid_object(manifest)
     assert manifest["metadata"]["name"] in finding.remediation
     return [*objects, copy.deepcopy(manifest)]
@@ -244,7 +244,7 @@ def test_kserve_default_cpu_hpa_is_replaced_through_the_external_class() -> None
     assert finding.patch is not None and finding.patch.target == ISVC_REF
     assert "serving.kserve.io/autoscalerClass: external" in finding.patch.body
     # No flag: vLLM 0.10.1 on an L40S (under 70 GiB) runs 256 requests; the spike measured 64 while queueing.
-    assert finding.extra["manifest"]["spec"]["metrics"][0]["pods"]["target"]["averageValue"] == "51"
+    assert finding.fix.manifest["spec"]["metrics"][0]["pods"]["target"]["averageValue"] == "51"
     fixed = _with_manifest(_kserve_reconcile(apply_patch(objects, finding)), finding)
     assert serious(_run(fixed, metrics=SPIKE)) == []
 

@@ -1,0 +1,130 @@
+"""``GPU_OOM``: CUDA out of memory in the logs, or weights computed larger than the GPU while the pods crash."""
+
+from __future__ import annotations
+
+import re
+
+from nbhelpers.checks.queue_vs_oom._facts import (
+    BATCHED_FLAG,
+    CUDA_OOM,
+    LEN_FLAG,
+    NUMBER,
+    TP_FLAG,
+    UTIL_FLAG,
+    EngineFacts,
+    LogHit,
+    number,
+    scan,
+)
+from nbhelpers.checks.queue_vs_oom._memory import fitting, tensor_parallel_that_fits, weights_exceed_gpu
+from nbhelpers.findings.model import Finding, Fix
+from nbhelpers.models.vllm_memory import DEFAULT_GPU_MEMORY_UTILIZATION, GIB, default_max_num_batched_tokens
+
+_OOM_ALLOCATION = re.compile(rf"Tried to allocate {NUMBER} ?(GiB|MiB|KiB)")
+_OOM_CAPACITY = re.compile(rf"total capacity of {NUMBER} ?GiB of which {NUMBER} ?(GiB|MiB|KiB|bytes) is free")
+_ENGINE_DEAD = re.compile(r"EngineDeadError|Engine loop has died|EngineCore encountered an issue")
+
+
+def gpu_oom(facts: EngineFacts) -> Finding | None:
+    hits = scan(facts.logs, CUDA_OOM)
+    if not hits:
+        return _oom_computed(facts)
+    dead = scan(facts.logs, _ENGINE_DEAD)
+    details = []
+    for hit in hits:
+        allocation = _OOM_ALLOCATION.search(hit.line)
+        capacity = _OOM_CAPACITY.search(hit.line)
+        if allocation:
+            detail = f"tried to allocate {number(allocation.group(1)):g} {allocation.group(2)}"
+            if capacity:
+                free = _gib(number(capacity.group(2)), capacity.group(3))
+                detail += f" with {free:.2f} GiB free of {number(capacity.group(1)):.2f} GiB"
+            details.append(detail)
+    phases = sorted({hit.phase for hit in hits})
+    pods = sorted({hit.pod for hit in hits})
+    restarts = facts.restarts()
+    summary = (
+        f"The GPU ran out of memory ({'; '.join(dict.fromkeys(details)) or 'CUDA out of memory'}) while "
+        f"{' and '.join(phases)} in {len(pods)} pod(s). vLLM preallocates its KV cache at start-up, so an "
+        "out-of-memory error means the weights, the activation peak or memory outside vLLM's budget (CUDA graphs, "
+        "other processes) do not fit the card with these flags; the engine dies"
+        + (", the container restarts" if restarts else "")
+        + " and requests fail until it is back."
+    )
+    fix = _oom_fix(facts, hits)
+    return Finding(
+        code="GPU_OOM",
+        title=f"CUDA out of memory in {len(pods)} pod(s) while {' and '.join(phases)}",
+        summary=summary,
+        objects=tuple(
+            dict.fromkeys([*facts.objects, *(f"Pod/{facts.evidence.target.namespace}/{pod}" for pod in pods)])
+        ),
+        evidence=tuple([hit.describe() for hit in hits + dead] + restarts + facts.memory_lines()),
+        fix=fix,
+    )
+
+
+def _oom_computed(facts: EngineFacts) -> Finding | None:
+    """No out-of-memory line was seen (logs rotated or not captured), but the pods crash and the weights
+    alone are larger than the GPU: loading them cannot succeed."""
+    restarts = facts.restarts()
+    if not restarts or not weights_exceed_gpu(facts):
+        return None
+    report = facts.estimate()
+    assert report is not None and facts.plan is not None and facts.model is not None
+    weights, total = report.budget.weights / GIB, facts.plan.gpu.total_bytes / GIB
+    summary = (
+        f"Computed (no log line of the crash was seen): {facts.model.name} needs about {weights:.1f} GiB of weights "
+        f"per GPU at {TP_FLAG} {facts.plan.tensor_parallel_size}, more than the {total:.2f} GiB of the GPU, and the "
+        "serving container keeps restarting: loading the weights runs out of GPU memory."
+    )
+    fix = _oom_fix(facts, [])
+    return Finding(
+        code="GPU_OOM",
+        title=f"weights of {weights:.0f} GiB per GPU do not fit a {total:.0f} GiB GPU",
+        summary=summary,
+        objects=facts.objects,
+        evidence=tuple(restarts + facts.memory_lines()),
+        fix=fix,
+    )
+
+
+def _oom_fix(facts: EngineFacts, hits: list[LogHit]) -> Fix:
+    if all(hit.phase == "loading weights" for hit in hits):
+        text = (
+            "The weights alone do not fit the GPU (the error came before vLLM finished loading them), so no flag "
+            "of a single GPU helps: use more GPUs per replica, a quantized model, or a larger GPU."
+        )
+        size = tensor_parallel_that_fits(facts)
+        if size:
+            text += (
+                f" The memory model fits it at {TP_FLAG} {size}: request {size} GPUs (nvidia.com/gpu: {size}) "
+                "and mount a memory-backed /dev/shm."
+            )
+        return Fix(what=text)
+    current = facts.utilization().value
+    lowered = DEFAULT_GPU_MEMORY_UTILIZATION if current > DEFAULT_GPU_MEMORY_UTILIZATION else round(current - 0.05, 2)
+    changes = {UTIL_FLAG: f"{lowered:g}"}
+    batched = facts.int_flag(BATCHED_FLAG)
+    if batched is not None and facts.gpu is not None:
+        default = default_max_num_batched_tokens(facts.version, facts.gpu.gpu, facts.int_flag(LEN_FLAG) or batched)
+        if batched > default.value:
+            changes[BATCHED_FLAG] = str(default.value)
+    fitted, notes = fitting(facts, changes)
+    if fitted is None:
+        return Fix(what=" ".join(notes))
+    reasons = [
+        f"{UTIL_FLAG} {fitted[UTIL_FLAG]} leaves memory outside vLLM's budget for CUDA graphs, the sampler and "
+        "the CUDA context"
+    ]
+    if BATCHED_FLAG in fitted:
+        reasons.append(f"{BATCHED_FLAG} {fitted[BATCHED_FLAG]} (the default here) shrinks the activation peak")
+    if LEN_FLAG in fitted:
+        reasons.append(f"{LEN_FLAG} {fitted[LEN_FLAG]} is what then still fits the smaller KV cache")
+    what = "Choose flags that fit the card: " + "; ".join(reasons) + ". " + " ".join(notes)
+    plan = facts.args_patch(fitted)
+    return Fix.from_plan(what, plan, no_patch=facts.no_patch_reason())
+
+
+def _gib(amount: float, unit: str) -> float:
+    return amount * {"GiB": 1.0, "MiB": 1 / 1024, "KiB": 1 / 1024**2, "bytes": 1 / GIB}[unit]

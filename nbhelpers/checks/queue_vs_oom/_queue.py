@@ -1,0 +1,276 @@
+"""``QUEUE_SATURATION`` and ``KV_CACHE_PRESSURE``: requests waiting at the concurrency ceiling, or held back by
+a full KV cache, decided by :mod:`nbhelpers.models.regime`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from nbhelpers.checks.queue_vs_oom._facts import LEN_FLAG, SEQS_FLAG, UTIL_FLAG, EngineFacts, clock
+from nbhelpers.checks.queue_vs_oom._memory import utilization_cap
+from nbhelpers.facts import common, vllm_args
+from nbhelpers.facts.engine import Valued
+from nbhelpers.findings import patches
+from nbhelpers.findings.catalog import Severity
+from nbhelpers.findings.model import Finding, Fix
+from nbhelpers.metrics import series
+from nbhelpers.models import regime
+from nbhelpers.sources import kube
+
+KV_HEADROOM = 0.8  # below this peak KV usage while saturated, more concurrency fits in the cache
+KV_TARGET = 0.85  # the KV usage a recommended --max-num-seqs aims for
+
+
+def queue_facts(facts: EngineFacts, ceiling: Valued | None) -> regime.QueueFacts | None:
+    running = series.by_pod(facts.evidence.metrics.get("vllm_running"))
+    waiting = series.by_pod(facts.evidence.metrics.get("vllm_waiting"))
+    usage = series.by_pod(facts.evidence.metrics.get("vllm_kv_cache_usage"))
+    if not running or not waiting:
+        return None
+    pods: dict[str, list[regime.PodSample]] = {}
+    for pod, run_series in running.items():
+        wait_series = waiting.get(pod, {})
+        kv_series = usage.get(pod, {})
+        pods[pod] = [
+            regime.PodSample(t, run_series[t], wait_series[t], kv_series.get(t))
+            for t in sorted(run_series)
+            if t in wait_series
+        ]
+    failed, _ = facts.failed_requests()
+    return regime.QueueFacts(
+        step=facts.step,
+        rate_range=facts.rate_range,
+        pods=pods,
+        ceiling=ceiling.value if ceiling else None,
+        preemptions=tuple(series.summed(facts.evidence.metrics.get("vllm_preemptions_rate")).items()),
+        queue_time_p95=tuple(series.summed(facts.evidence.metrics.get("vllm_queue_time_p95")).items()),
+        failed_requests=failed,
+    )
+
+
+def queue_findings(facts: EngineFacts, gpu_oom: bool, cannot_fit: bool) -> list[Finding]:
+    ceiling = facts.ceiling()
+    queue = queue_facts(facts, ceiling)
+    if queue is None:
+        return []
+    analysis = regime.analyse(queue)
+    regimes = regime.decide(analysis, gpu_oom, cannot_fit)
+    regime_line = f"regime of the window: {regime.explain(regimes)}"
+    findings = []
+    if analysis.kv_pressures:
+        findings.append(_kv_pressure(facts, analysis, queue, ceiling, regime_line))
+    if analysis.saturated:
+        findings.append(_saturation(facts, analysis, queue, ceiling, regime_line))
+    return findings
+
+
+def _ceiling_text(analysis: regime.QueueAnalysis, ceiling: Valued | None) -> str:
+    used = sorted({s.ceiling for s in analysis.saturated})
+    if ceiling is not None and used == [ceiling.value]:
+        return f"ceiling {ceiling.value:.0f} ({ceiling.origin})"
+    why = "flag not set" if ceiling is None else f"running exceeded {ceiling.origin}: other flags then"
+    return f"ceiling {', '.join(f'{p:.0f}' for p in used)} (observed plateau of running requests; {why})"
+
+
+def _traffic_lines(facts: EngineFacts) -> list[str]:
+    lines = []
+    for query, label in (
+        ("vllm_request_rate", "finished requests"),
+        ("vllm_prompt_tokens_rate", "prompt tokens"),
+        ("vllm_generation_tokens_rate", "generated tokens"),
+    ):
+        peak = series.peak(series.summed(facts.evidence.metrics.get(query)))
+        if peak is not None:
+            lines.append(f"{label}: peak {peak:,.1f}/s")
+    queue = series.peak(series.summed(facts.evidence.metrics.get("vllm_queue_time_p95")))
+    ttft = series.peak(series.summed(facts.evidence.metrics.get("vllm_ttft_p95")))
+    e2e = series.peak(series.summed(facts.evidence.metrics.get("vllm_e2e_p99")))
+    for name, value in (("queue time p95", queue), ("time to first token p95", ttft), ("end-to-end p99", e2e)):
+        if value is not None:
+            lines.append(f"{name}: peak {value:.1f} s")
+    return lines
+
+
+def _saturation(
+    facts: EngineFacts,
+    analysis: regime.QueueAnalysis,
+    queue: regime.QueueFacts,
+    ceiling: Valued | None,
+    regime_line: str,
+) -> Finding:
+    saturated = analysis.saturated
+    longest = max(saturated, key=lambda s: s.episode.seconds)
+    pods = sorted({s.episode.pod for s in saturated})
+    failed = regime.count_during(queue.failed_requests, [s.episode for s in saturated], queue.rate_range)
+    deepest = max(s.episode.peak_waiting for s in saturated)
+    queue_peak = max((s.queue_time_peak for s in saturated if s.queue_time_peak is not None), default=None)
+    summary = (
+        f"For up to {_minutes(longest.episode.seconds)} requests waited in vLLM's queue (up to {deepest:.0f}) "
+        f"while {len(pods)} pod(s) ran at their {_ceiling_text(analysis, ceiling)}"
+        + (f"; queue time p95 reached {queue_peak:.1f} s" if queue_peak is not None else "")
+        + ". No KV-cache pressure or GPU out-of-memory explains it: the service had less capacity than demand."
+    )
+    severity = None
+    if failed >= 1:
+        summary += (
+            f" About {failed:.0f} requests were answered 503/504 at the edge during these episodes: raised to critical."
+        )
+        severity = Severity.CRITICAL
+    evidence = [
+        f"pod {s.episode.pod}: {clock(s.episode.start)}-{clock(s.episode.end)} ({_minutes(s.episode.seconds)}): "
+        f"running up to {s.episode.peak_running:.0f}/{s.ceiling:.0f}, waiting up to {s.episode.peak_waiting:.0f}"
+        + (f", KV usage up to {s.episode.peak_kv:.2f}" if s.episode.peak_kv is not None else "")
+        for s in saturated
+    ]
+    evidence.append(
+        f"criterion: waiting ≥ 1 and running ≥ {regime.PINNED:.0%} of the ceiling on every sample for ≥ "
+        f"{_minutes(regime.min_episode_seconds(queue.step))}, with a queue of ≥ "
+        f"{regime.deep_queue(longest.ceiling):.0f}, queue time ≥ {regime.SLOW_QUEUE_SECONDS:.0f} s or 503/504"
+    )
+    if analysis.short_queues:
+        evidence.append(f"{analysis.short_queues} shorter queue episode(s) drained on their own (not counted)")
+    evidence += _traffic_lines(facts) + facts.failed_requests()[1] + [regime_line]
+    fix = _capacity_fix(facts, saturated, queue)
+    return Finding(
+        code="QUEUE_SATURATION",
+        title=f"requests queued at the concurrency ceiling for {_minutes(longest.episode.seconds)} ({len(pods)} pod(s))",
+        summary=summary,
+        objects=tuple(
+            dict.fromkeys([*facts.objects, *(f"Pod/{facts.evidence.target.namespace}/{pod}" for pod in pods)])
+        ),
+        evidence=tuple(evidence),
+        fix=fix,
+        severity=severity,
+    )
+
+
+def _capacity_fix(facts: EngineFacts, saturated: Sequence[regime.Saturation], queue: regime.QueueFacts) -> Fix:
+    kv_peaks = [s.episode.peak_kv for s in saturated]
+    known = [kv for kv in kv_peaks if kv is not None]
+    current = max(s.ceiling for s in saturated)
+    if known and len(known) == len(kv_peaks) and max(known) <= KV_HEADROOM and facts.server.server == vllm_args.VLLM:
+        raised = int(min(2 * current, math.floor(current * KV_TARGET / max(max(known), 0.01))))
+        if raised > current:
+            what = (
+                f"The KV cache was at most {max(known):.0%} full while running sat at {current:.0f}: the pods can "
+                f"run more requests at once. Raise {SEQS_FLAG} to {raised} (aims at {KV_TARGET:.0%} KV usage at "
+                "the same request sizes; at most double per change), then watch vllm:kv_cache_usage_perc and "
+                "preemptions. Add replicas if demand grows further."
+            )
+            plan = facts.args_patch({SEQS_FLAG: str(raised)})
+            return Fix.from_plan(what, plan, no_patch=facts.no_patch_reason())
+    demand = max((s.episode.peak_running + s.episode.peak_waiting) / s.ceiling for s in saturated)
+    serving = max(
+        sum(1 for samples in queue.pods.values() if any(s.episode.overlaps(p.t, 0) for p in samples)) for s in saturated
+    )
+    needed = math.ceil(serving * demand)
+    predictor = kube.spec(facts.evidence.isvc).get("predictor") or {}
+    max_replicas = int(predictor.get("maxReplicas") or predictor.get("minReplicas") or 1)
+    room = (
+        f"the KV cache was up to {max(known):.0%} full, no room for more requests per pod"
+        if known
+        else "KV usage not measured, so more requests per pod cannot be promised"
+    )
+    what = (
+        f"Demand reached {demand:.1f}x what {serving} pod(s) at their ceiling serve: about {needed} replicas would "
+        f"have served it without queueing ({room})."
+    )
+    if needed <= max_replicas:
+        return Fix(
+            what=what + f" maxReplicas is already {max_replicas}: the autoscaler did not scale out in time; see the "
+            "scale_target and metric_pipeline steps (a per-pod target at or above the ceiling scales too late)."
+        )
+
+    def raise_max(isvc: common.KubeObject) -> None:
+        isvc["spec"]["predictor"]["maxReplicas"] = needed
+
+    plan = patches.plan_patch(facts.evidence.isvc, raise_max)
+    return Fix.from_plan(
+        what + f" Raise maxReplicas from {max_replicas} to {needed} (and make sure GPUs for them exist).", plan
+    )
+
+
+def _kv_pressure(
+    facts: EngineFacts,
+    analysis: regime.QueueAnalysis,
+    queue: regime.QueueFacts,
+    ceiling: Valued | None,
+    regime_line: str,
+) -> Finding:
+    pressures = analysis.kv_pressures
+    longest = max(pressures, key=lambda p: p.episode.seconds)
+    pods = sorted({p.episode.pod for p in pressures})
+    preempted = sum(p.preemptions for p in pressures)
+    failed = regime.count_during(queue.failed_requests, [p.episode for p in pressures], queue.rate_range)
+    peak_running = max(p.episode.peak_running for p in pressures)
+    blocked = any(p.blocked_queue for p in pressures)
+    parts = []
+    if preempted >= 1:
+        parts.append(f"about {preempted:.0f} preemptions (running requests evicted and recomputed later)")
+    if blocked:
+        parts.append(
+            "requests waiting while running stayed below the concurrency ceiling (admission blocked by the cache)"
+        )
+    summary = (
+        f"The KV cache was ≥ {regime.KV_FULL:.0%} full for up to {_minutes(longest.episode.seconds)} in "
+        f"{len(pods)} pod(s) with {' and '.join(parts)}, at up to {peak_running:.0f} running requests. The requests "
+        "in flight needed more context than the cache holds: throughput drops and latency grows."
+    )
+    if facts.engine.kv_cache_tokens:
+        summary += (
+            f" The engine's cache holds {facts.engine.kv_cache_tokens:,} tokens, about "
+            f"{facts.engine.kv_cache_tokens / max(peak_running, 1):,.0f} per running request at that concurrency."
+        )
+    severity = None
+    if failed >= 1:
+        summary += f" About {failed:.0f} requests were answered 503/504 during these episodes: raised to critical."
+        severity = Severity.CRITICAL
+    target = max(1, math.floor(peak_running * KV_TARGET / max(longest.episode.peak_kv or 1.0, regime.KV_FULL)))
+    current = ceiling.value if ceiling else None
+    evidence = [
+        f"pod {p.episode.pod}: {clock(p.episode.start)}-{clock(p.episode.end)} ({_minutes(p.episode.seconds)}): "
+        f"KV usage up to {p.episode.peak_kv or 0:.2f}, running up to {p.episode.peak_running:.0f}, "
+        f"waiting up to {p.episode.peak_waiting:.0f}, ≈{p.preemptions:.0f} preemptions"
+        for p in pressures
+    ]
+    if ceiling is not None:
+        evidence.append(f"concurrency ceiling: {ceiling.value:.0f} ({ceiling.origin})")
+    evidence += _traffic_lines(facts) + facts.memory_lines() + facts.failed_requests()[1] + [regime_line]
+    alternatives = (
+        f"Alternatives: {LEN_FLAG} lower (bounds each request's share), --kv-cache-dtype fp8 (halves the bytes per "
+        f"token), more memory for the cache ({UTIL_FLAG} up to {utilization_cap(facts)}, more GPUs per replica), and "
+        "replicas to keep throughput."
+    )
+    if current is not None and current <= target:
+        return Finding(
+            code="KV_CACHE_PRESSURE",
+            title="KV cache was full with preemptions; the current --max-num-seqs already caps below that load",
+            summary=summary
+            + f" The current ceiling {current:.0f} is already below the {peak_running:.0f} running then.",
+            objects=facts.objects,
+            evidence=tuple(evidence),
+            fix=Fix(what=alternatives),
+            severity=Severity.INFO,
+        )
+    what = (
+        f"Lower {SEQS_FLAG} to {target}: at the observed request sizes that keeps the cache near {KV_TARGET:.0%}, "
+        "so requests wait in the queue instead of being preempted and recomputed. " + alternatives
+    )
+    plan = facts.args_patch({SEQS_FLAG: str(target)})
+    return Finding(
+        code="KV_CACHE_PRESSURE",
+        title=f"KV cache full for {_minutes(longest.episode.seconds)} with "
+        + ("preemptions" if preempted >= 1 else "requests held back"),
+        summary=summary,
+        objects=tuple(
+            dict.fromkeys([*facts.objects, *(f"Pod/{facts.evidence.target.namespace}/{pod}" for pod in pods)])
+        ),
+        evidence=tuple(evidence),
+        fix=Fix.from_plan(what, plan, no_patch=facts.no_patch_reason()),
+        severity=severity,
+    )
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"

@@ -1,0 +1,208 @@
+"""The signal the autoscaler scales on: ``HPA_CPU_METRIC_ON_GPU`` (cpu or memory for a GPU-bound engine) and
+``HPA_TARGET_ABOVE_POD_CAPACITY`` (a per-pod target the pod can never report before it saturates).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from nbhelpers.checks.scale_target._facts import ScaleTargetFacts, Unit, can_scale
+from nbhelpers.checks.scale_target._fixes import request_metric_fix, write_kpa_target
+from nbhelpers.facts import autoscalers, common, scaling, vllm_args
+from nbhelpers.facts.autoscalers import Autoscaler
+from nbhelpers.findings import patches
+from nbhelpers.findings.model import Finding, Fix
+from nbhelpers.models import kpa as kpa_model
+from nbhelpers.models.kpa import KNATIVE_UTILIZATION_ANNOTATION, KNATIVE_UTILIZATION_DEFAULT
+from nbhelpers.sources import kube
+
+KNATIVE_TARGET_DEFAULT = 100.0
+# Names of per-pod signals that count requests in progress (not queued): their target is a concurrency.
+_IN_FLIGHT = re.compile(r"num_requests_running|requests?_running|in_?flight|concurren", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class _KpaTarget:
+    """Knative's per-pod concurrency aim (total x utilization), the utilization, and how both were resolved."""
+
+    effective: float
+    fraction: float
+    how: str
+
+
+def resource_metrics_on_gpu(facts: ScaleTargetFacts) -> list[Finding]:
+    if facts.workload is None:
+        return []
+    devices = common.accelerator_requests(facts.workload.serving)
+    if not devices:
+        return []
+    findings = []
+    for unit in facts.units:
+        resource = [m for m in _metrics(unit) if _is_resource_metric(m)]
+        if not resource or not can_scale(unit):
+            continue
+        findings.append(_cpu_on_gpu(facts, unit, resource, devices))
+    return findings
+
+
+def _cpu_on_gpu(
+    facts: ScaleTargetFacts, unit: Unit, resource: list[autoscalers.Metric], devices: Mapping[str, int]
+) -> Finding:
+    assert facts.workload is not None
+    names = sorted({metric.name for metric in resource})
+    server = vllm_args.parse_container(facts.workload.serving).server
+    lines = [
+        unit.describe(),
+        f"serving container {facts.workload.serving.get('name')} of {facts.workload.ref} requests "
+        + ", ".join(f"{count} {name}" for name, count in sorted(devices.items())),
+    ]
+    lines += facts.demand_lines()
+    fix = request_metric_fix(facts, unit, drop=lambda metric: _is_resource_metric(metric))
+    return Finding(
+        code="HPA_CPU_METRIC_ON_GPU",
+        title=f"{unit.primary.kind} {unit.primary.name} scales a GPU {server} server on {'/'.join(names)}",
+        summary=f"{unit.primary.ref} scales on {' and '.join(names)}, but the model server ({server}) does its work on "
+        f"the GPU: its {'/'.join(names)} use stays flat while requests pile up, so the autoscaler does not add "
+        "pods when load rises (and may remove them while the GPU is saturated).",
+        objects=(*unit.refs, facts.workload.ref),
+        evidence=tuple(lines),
+        fix=fix,
+    )
+
+
+def targets_above_capacity(facts: ScaleTargetFacts) -> list[Finding]:
+    if facts.capacity is None or facts.capacity.ceiling is None:
+        return []
+    ceiling = facts.capacity.ceiling
+    findings = []
+    for unit in facts.units:
+        if unit.primary.klass == "kpa":
+            kpa = _kpa_target(facts, unit.primary)
+            if kpa.effective >= ceiling.value:
+                findings.append(_kpa_above(facts, unit, kpa))
+            continue
+        for metric in _metrics(unit):
+            value = _in_flight_target(metric)
+            if value is not None and value >= ceiling.value:
+                findings.append(_metric_above(facts, unit, metric, value))
+    return findings
+
+
+def _kpa_target(facts: ScaleTargetFacts, autoscaler: Autoscaler) -> _KpaTarget:
+    """Knative's per-pod concurrency target and how it was resolved (knative/serving target.go)."""
+    annotations = kube.annotations(autoscaler.obj)
+    config = facts.evidence.config_map(facts.evidence.site.knative_namespace, "config-autoscaler")
+    data = (config.get("data") or {}) if config is not None else {}
+    concurrency = scaling.quantity_number(kube.spec(autoscaler.obj).get("containerConcurrency")) or 0.0
+    default_total = scaling.quantity_number(data.get("container-concurrency-target-default"))
+    total = concurrency or (default_total if default_total is not None else KNATIVE_TARGET_DEFAULT)
+    if concurrency:
+        origin = f"containerConcurrency {concurrency:g}"
+    else:
+        origin = f"container-concurrency-target-default {total:g}" + (
+            "" if default_total is not None else " (Knative default)"
+        )
+    annotated = scaling.quantity_number(annotations.get(kpa_model.KNATIVE_TARGET_ANNOTATION))
+    if annotated is not None:
+        total = min(annotated, concurrency) if concurrency else annotated
+        origin = f"{kpa_model.KNATIVE_TARGET_ANNOTATION} {annotated:g}" + (
+            f" capped by containerConcurrency {concurrency:g}" if concurrency and concurrency < annotated else ""
+        )
+    utilization = scaling.quantity_number(annotations.get(KNATIVE_UTILIZATION_ANNOTATION))
+    if utilization is not None:
+        fraction, utilization_origin = utilization / 100, f"{KNATIVE_UTILIZATION_ANNOTATION} {utilization:g}"
+    else:
+        configured = scaling.quantity_number(data.get("container-concurrency-target-percentage"))
+        fraction = KNATIVE_UTILIZATION_DEFAULT if configured is None else configured
+        fraction = fraction / 100 if fraction > 1 else fraction
+        utilization_origin = f"container-concurrency-target-percentage {fraction:g}" + (
+            " (Knative default)" if configured is None else ""
+        )
+    effective = max(1.0, total * fraction)
+    return _KpaTarget(effective, fraction, f"{origin} x {utilization_origin} = {effective:g}")
+
+
+def _kpa_above(facts: ScaleTargetFacts, unit: Unit, kpa: _KpaTarget) -> Finding:
+    assert facts.capacity is not None and facts.capacity.ceiling is not None
+    ceiling = facts.capacity.ceiling
+    effective, how = kpa.effective, kpa.how
+    fix = _kpa_target_fix(facts, kpa)
+    lines = [unit.describe(), f"KPA target per pod: {how}", *facts.demand_lines()]
+    return Finding(
+        code="HPA_TARGET_ABOVE_POD_CAPACITY",
+        title=f"KPA target {effective:g} requests per pod >= the pod's ceiling of {ceiling.value:g}",
+        summary=f"Knative adds a pod when the average in-flight requests per pod pass {effective:g} ({how}), but one "
+        f"vLLM pod runs at most {ceiling.value:g} requests at once ({ceiling.origin}). The pod saturates and "
+        "queues requests before the autoscaler reacts, so latency climbs first and scaling comes late.",
+        objects=(*unit.refs, facts.isvc_ref),
+        evidence=tuple(lines),
+        fix=fix,
+    )
+
+
+def _metric_above(facts: ScaleTargetFacts, unit: Unit, metric: autoscalers.Metric, value: float) -> Finding:
+    assert facts.capacity is not None and facts.capacity.ceiling is not None
+    ceiling = facts.capacity.ceiling
+    fix = request_metric_fix(facts, unit, drop=lambda m: m == metric)
+    lines = [unit.describe(), *facts.demand_lines()]
+    return Finding(
+        code="HPA_TARGET_ABOVE_POD_CAPACITY",
+        title=f"{unit.primary.kind} {unit.primary.name} target {value:g} in-flight requests per pod >= ceiling {ceiling.value:g}",
+        summary=f"{unit.primary.ref} adds pods when {metric.name} averages above {value:g} per pod, but one vLLM pod "
+        f"runs at most {ceiling.value:g} requests at once ({ceiling.origin}). The running count cannot pass the "
+        "ceiling, so the autoscaler only reacts after pods are saturated and requests already queue.",
+        objects=(*unit.refs, facts.isvc_ref),
+        evidence=tuple(lines),
+        fix=fix,
+    )
+
+
+def _kpa_target_fix(facts: ScaleTargetFacts, kpa: _KpaTarget) -> Fix:
+    assert facts.capacity is not None
+    per_pod = facts.capacity.target
+    if per_pod is None:
+        return Fix(what="Lower the KPA target below the pod's request ceiling.")
+    fraction = kpa.fraction
+    total = max(1, math.floor(per_pod / fraction))
+    predictor = kube.spec(facts.evidence.isvc).get("predictor") or {}
+
+    def set_target(isvc: common.KubeObject) -> None:
+        annotations = isvc.setdefault("metadata", {}).setdefault("annotations", {})
+        write_kpa_target(isvc, predictor, annotations, total)
+
+    plan = patches.plan_patch(facts.evidence.isvc, set_target)
+    return Fix.from_plan(
+        f"Set the KPA target to {total} in-flight requests per pod, so that Knative aims at "
+        f"{total} x {fraction:g} = {total * fraction:.0f}: {facts.capacity.derivation()}.",
+        plan,
+    )
+
+
+def _metrics(unit: Unit) -> tuple[autoscalers.Metric, ...]:
+    """The metrics that decide: a ScaledObject's triggers, a Knative-HPA's HPA, else the object's own."""
+    if unit.primary.kind == autoscalers.POD_AUTOSCALER and unit.hpa is not None:
+        return unit.hpa.metrics
+    return unit.primary.metrics
+
+
+def _is_resource_metric(metric: autoscalers.Metric) -> bool:
+    return metric.name in ("cpu", "memory") and metric.source in ("Resource", "ContainerResource", "Knative")
+
+
+def _in_flight_target(metric: autoscalers.Metric) -> float | None:
+    """The per-pod target of a metric that counts requests in progress (AverageValue), else None."""
+    if metric.target_type != "AverageValue" or metric.source not in ("Pods", "Object", "External"):
+        return None
+    text = (
+        metric.name
+        + " "
+        + metric.trigger_metadata.get("query", "")
+        + " "
+        + metric.trigger_metadata.get("metricQuery", "")
+    )
+    if not _IN_FLIGHT.search(text) or "waiting" in text:
+        return None
+    return scaling.quantity_number(metric.target_value)
