@@ -3,7 +3,7 @@
 ``RunbookError`` is the root of every error that reaches a user: its message is
 one line that says what is wrong and what to do, and the CLI turns it into exit
 code 2. ``StepSkipped`` and ``EvidenceMissing`` are raised by checks and turned
-into step statuses by ``run_step`` (DESIGN §4.3); they never reach the user as
+into step statuses by ``run_step`` (docs/contracts.md#findingsjson-v1); they never reach the user as
 errors.
 """
 

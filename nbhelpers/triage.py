@@ -1,4 +1,4 @@
-"""``run(params) -> TriageResult``: the only code that produces findings (DESIGN §3.1).
+"""``run(params) -> TriageResult``: the only code that produces findings (docs/contracts.md#execution-model).
 
 sources -> gather -> every step through one ``run_step()`` -> ignores -> ranking.
 The notebook, the CLI, fleet and the scenario tests all come through here.

@@ -50,7 +50,7 @@ GRID_SECONDS = 5.0  # the fluid queue's step
 # :func:`replay` settles at least one more sync and the rounds converge.
 METRIC_LAG_SECONDS = GRID_SECONDS
 MAX_ITERATIONS = 300  # closed-loop rounds before giving up (a one-hour window settles within 240 HPA syncs)
-# When no timeout on the path is known: the most common load balancer / ingress default (DESIGN §6).
+# When no timeout on the path is known: the most common load balancer / ingress default (docs/upstream-facts.md).
 ASSUMED_TIMEOUT_SECONDS = 60.0
 CURRENT, PROPOSED = "current", "proposed"
 # The shipped scenario replayed when the notebook is given no target at all.

@@ -1,4 +1,4 @@
-"""A fixture Kubernetes API server for integration tests (DESIGN §7).
+"""A fixture Kubernetes API server for integration tests (docs/architecture.md#testing).
 
 It serves objects loaded from YAML on the real REST paths, so the real
 ``kubernetes`` client talks to it over HTTP exactly as it talks to a cluster:

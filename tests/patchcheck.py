@@ -43,7 +43,7 @@ CUSTOM_KINDS = {
     },
     ("keda.sh/v1alpha1", "ScaledObject"): ("keda.json", "ScaledObject"),
 }
-# Kinds the user owns even though KServe reads them: DESIGN §4.3 lets a patch target them whatever their owners.
+# Kinds the user owns even though KServe reads them: docs/contracts.md#findingsjson-v1 lets a patch target them whatever their owners.
 USER_OWNED_KINDS = frozenset({"InferenceService", "ServingRuntime", "ClusterServingRuntime"})
 # Owners whose controllers rewrite what they generate, undoing a direct patch.
 CONTROLLER_GROUP_SUFFIXES = ("kserve.io", "knative.dev")
@@ -180,8 +180,10 @@ def assert_valid_object(obj: Mapping[str, Any], what: str = "") -> None:
 
 
 def merge_patch_body(patch_type: str, body: str) -> dict[str, Any]:
-    """The mapping of a DESIGN §4.3 patch: ``type: merge``, a YAML body that is a non-empty mapping, no status."""
-    assert patch_type == "merge", f"patch type {patch_type!r}: DESIGN §4.3 patches are JSON merge patches ('merge')"
+    """The mapping of a docs/contracts.md#patches: ``type: merge``, a YAML body that is a non-empty mapping, no status."""
+    assert patch_type == "merge", (
+        f"patch type {patch_type!r}: docs/contracts.md#patches are JSON merge patches ('merge')"
+    )
     parsed = yaml.safe_load(body)
     assert isinstance(parsed, dict) and parsed, f"patch body is not a non-empty YAML mapping:\n{body}"
     assert "status" not in parsed, "a merge patch cannot change status (a subresource): the patch would do nothing"

@@ -1,4 +1,4 @@
-"""The widget panel in a real browser: JupyterLab + Playwright driving the system Chromium (DESIGN §7).
+"""The widget panel in a real browser: JupyterLab + Playwright driving the system Chromium (docs/architecture.md#testing).
 
 JupyterLab runs on 127.0.0.1 with a token, a throw-away root holding a copy of
 runbooks/triage.ipynb and throw-away Jupyter config, data, runtime, settings and

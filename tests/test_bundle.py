@@ -1,4 +1,4 @@
-"""Reading and writing evidence bundles (DESIGN §4.5)."""
+"""Reading and writing evidence bundles (docs/contracts.md#evidence-bundle)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The query catalog (DESIGN §5): stable ids, templates that render to valid PromQL for one predictor."""
+"""The query catalog (docs/contracts.md#metric-catalog): stable ids, templates that render to valid PromQL for one predictor."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ SELECTOR = 'namespace="llm", pod=~"vllm-llm-predictor-.+"'
 DCGM_SELECTOR = 'exported_namespace="llm", exported_pod=~"vllm-llm-predictor-.+"'
 ALL_TEMPLATES = [(spec, index) for spec in catalog.CATALOG for index in range(len(spec.templates))]
 
-# Every metric name DESIGN §5 lists must be asked for by some template.
+# Every metric name docs/contracts.md#metric-catalog lists must be asked for by some template.
 DESIGN_METRIC_NAMES = (
     "vllm:num_requests_running",
     "vllm:num_requests_waiting",

@@ -29,7 +29,9 @@ from nbhelpers.util.times import Window
 NS, ISVC = "llm", "big"
 CAPTURED = datetime(2026, 1, 15, 12, 0, tzinfo=timezone.utc)
 WEEK = Window(CAPTURED - timedelta(days=7), CAPTURED)
-FINEST_STEP = max(15, math.ceil(WEEK.seconds / 11_000))  # DESIGN §5: Prometheus' 11,000-point ceiling
+FINEST_STEP = max(
+    15, math.ceil(WEEK.seconds / 11_000)
+)  # docs/contracts.md#metric-catalog: Prometheus' 11,000-point ceiling
 ALTAIR_ROW_LIMIT = 5000
 PODS = 2000
 POD_SAMPLES = 600  # per-pod series: 2,000 x 600 = 1.2 million samples per metric

@@ -1,4 +1,4 @@
-"""The CLI as a user meets it: exit codes and one-line errors (DESIGN §4.1)."""
+"""The CLI as a user meets it: exit codes and one-line errors (docs/contracts.md#cli)."""
 
 from __future__ import annotations
 

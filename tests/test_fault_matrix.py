@@ -1,6 +1,6 @@
 """The fault matrix of issue #9: every way the cluster, Prometheus, a bundle or the input can fail, with its outcome.
 
-Each case ends in one of the two outcomes DESIGN §4.1/§4.3 allow:
+Each case ends in one of the two outcomes docs/contracts.md#cli and #findingsjson-v1 allow:
 
 - **report**: the triage runs, ``findings.json`` is written and valid (``report.write_outputs`` validates it
   against the shipped schema before writing), the affected steps say why, ``summary.md`` opens with a

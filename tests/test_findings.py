@@ -1,4 +1,4 @@
-"""The code catalog, the cause graph and root-cause ranking (DESIGN §4.3-4.4)."""
+"""The code catalog, the cause graph and root-cause ranking (docs/contracts.md#findingsjson-v1)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ DESIGN_CODES = {
     "TIMEOUT_LB_DEFAULT": ("timeouts", "warning"),
 }
 
-# Each initial edge of DESIGN §4.3, spelled out so a change to the graph is a visible change here.
+# Each initial edge of docs/contracts.md#findingsjson-v1, spelled out so a change to the graph is a visible change here.
 DESIGN_EDGES = [
     ("GPU_OOM", "PROBE_LIVENESS_KILLS_DURING_LOAD"),
     ("PORT_MISMATCH", "PROBE_NOT_MODEL_AWARE"),

@@ -29,7 +29,7 @@ WINDOW = Window(OBSERVED_AT - timedelta(hours=1), OBSERVED_AT)  # every fixture 
 SERVERLESS_SECRETS = ("sk-kv7Qm2Xr9LpT4wZs8NbHc3Fd", "hf_QpWxRtYuIoPaSdFgHjKlZxCvBnMq12", DEFAULT_TOKEN)
 RAW_SECRETS = ("sk-raw5Hn8Vb2Qe7Ty4Uk1Mz6Px", DEFAULT_TOKEN)
 
-# The reads gather() makes against any cluster (DESIGN §3 evidence.py: few, batched reads):
+# The reads gather() makes against any cluster (docs/architecture.md#data-flow: few, batched reads):
 DISCOVERY = 1  # GET /apis, once, for every non-core group
 VERSION = 1  # GET /version
 ISVC_AND_CONFIG = 2  # GET the InferenceService, GET kserve/inferenceservice-config

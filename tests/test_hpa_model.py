@@ -236,7 +236,7 @@ def test_upstream_scale_from_zero_object() -> None:
 
 def test_upstream_scale_down_stabilize_initial_size() -> None:
     """horizontal_test.go TestScaleDownStabilizeInitialSize: 5 pods at 28 % vs 50 % would go to 3, but the
-    controller's first sync records the current 5 as a recommendation, so the count stays 5 (DESIGN §4.6)."""
+    controller's first sync records the current 5 as a recommendation, so the count stays 5 (docs/contracts.md#what-if-replay)."""
     spec = HpaSpec(min_replicas=2, max_replicas=6, metrics=(cpu(50),))
     assert first_sync(spec, 5, cpu=28) == HpaSync(0.0, 5, 5)
 
@@ -571,7 +571,7 @@ def test_upstream_replicas_changed_per_period() -> None:
     assert replicas_changed_in_period(events, NOW, 60) == 14
 
 
-# --- Replay semantics (DESIGN §4.6) ----------------------------------------------------------------
+# --- Replay semantics (docs/contracts.md#what-if-replay) ----------------------------------------------------------------
 
 
 def test_first_sync_records_initial_recommendation_only_inside_a_window() -> None:
@@ -619,7 +619,7 @@ def test_pod_ready_delay_sets_new_cpu_pods_aside() -> None:
 
 
 def test_pod_ready_delay_counts_every_pod_outside_a_cpu_scale_up() -> None:
-    """DESIGN §4.6: young pods are set aside for a CPU metric on scale-up only; otherwise all pods count.
+    """docs/contracts.md#what-if-replay: young pods are set aside for a CPU metric on scale-up only; otherwise all pods count.
 
     CPU at 100 % of 50 %, 2 → 4 at t = 0; at t = 15 utilization falls to 20 %: a scale-down that counts
     all 4 pods wants ceil(0.4 × 4) = 2 (upstream would count the 2 old pods only: ceil(0.4 × 2) = 1).

@@ -1,4 +1,4 @@
-"""runbooks/triage.ipynb: documented parameters, no logic, no outputs committed, headless runs (DESIGN §3.1).
+"""runbooks/triage.ipynb: documented parameters, no logic, no outputs committed, headless runs (docs/contracts.md#execution-model).
 
 Papermill runs never wait for input: with ``interactive`` False or True, with a target or without one, the
 notebook completes under a pytest timeout (the panel's buttons only act when clicked in a browser).

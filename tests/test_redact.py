@@ -1,4 +1,4 @@
-"""Secrets are removed from objects and logs before anything is written (DESIGN §4.5)."""
+"""Secrets are removed from objects and logs before anything is written (docs/contracts.md#evidence-bundle)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Planted secrets never reach an output (issue #9, DESIGN §4.5).
+"""Planted secrets never reach an output (issue #9, docs/contracts.md#evidence-bundle).
 
 The fixture cluster is the serverless one with secrets planted where real clusters leak them: literal env
 values (HF_TOKEN, *_API_KEY, *_PASSWORD, a webhook shared secret), ``--api-key`` in the vLLM arguments and

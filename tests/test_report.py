@@ -1,4 +1,4 @@
-"""Renderers: summary.md, findings.json and report.html (DESIGN §4.2, §4.3), charts and display helpers."""
+"""Renderers: summary.md, findings.json and report.html (docs/contracts.md#output-folder, docs/contracts.md#findingsjson-v1), charts and display helpers."""
 
 from __future__ import annotations
 

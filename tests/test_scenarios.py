@@ -1,4 +1,4 @@
-"""Scenario specs, the bundle generator and the realism validator (DESIGN §7)."""
+"""Scenario specs, the bundle generator and the realism validator (docs/architecture.md#testing)."""
 
 from __future__ import annotations
 

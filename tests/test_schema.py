@@ -1,4 +1,4 @@
-"""The findings.json schema (DESIGN §4.3) accepts what the contract allows and nothing else."""
+"""The findings.json schema (docs/contracts.md#findingsjson-v1) accepts what the contract allows and nothing else."""
 
 from __future__ import annotations
 

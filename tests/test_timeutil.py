@@ -1,4 +1,4 @@
-"""Durations, timestamps and window rules (DESIGN §4.3 Window)."""
+"""Durations, timestamps and window rules (docs/contracts.md#window)."""
 
 from __future__ import annotations
 

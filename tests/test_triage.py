@@ -1,4 +1,4 @@
-"""run_step and run(): statuses, error capture, ignores, partial (DESIGN §3.1, §4.3)."""
+"""run_step and run(): statuses, error capture, ignores, partial (docs/contracts.md#execution-model, docs/contracts.md#findingsjson-v1)."""
 
 from __future__ import annotations
 

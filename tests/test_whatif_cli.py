@@ -1,4 +1,4 @@
-"""``kserve-runbook whatif hpa|kpa`` as a user meets it (DESIGN §4.6): files in, CSV out, one-line errors."""
+"""``kserve-runbook whatif hpa|kpa`` as a user meets it (docs/contracts.md#what-if-replay): files in, CSV out, one-line errors."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ What it reads and why:
   Scale-to-zero needs the KPA class (``autoscaling.knative.dev/class``, KServe's default
   ``kpa.autoscaling.knative.dev``) and ``enable-scale-to-zero`` (default "true") in ``config-autoscaler``;
   "Scale to zero can only be enabled if you are using the KnativePodAutoscaler" (knative.dev
-  docs/serving/autoscaling/scale-to-zero). RawDeployment never scales to zero (DESIGN §6).
+  docs/serving/autoscaling/scale-to-zero). RawDeployment never scales to zero (docs/upstream-facts.md).
 - **config-autoscaler keys and defaults** (knative.dev docs/serving/autoscaling/scale-to-zero and
   scale-bounds): ``enable-scale-to-zero`` true, ``scale-to-zero-grace-period`` 30s,
   ``scale-to-zero-pod-retention-period`` 0s (annotation ``autoscaling.knative.dev/scale-to-zero-pod-retention-period``),

@@ -1,6 +1,6 @@
 """Step 3, ``ports``: do the listening port, containerPort, Service targetPort and probe ports agree?
 
-The chain a request follows to the model server (DESIGN §6):
+The chain a request follows to the model server (docs/upstream-facts.md):
 
 - RawDeployment: Service ``<isvc>-predictor`` port → targetPort (number or name, resolved on the
   pod's containers) → the serving container, or the KServe agent (9081) which forwards to its

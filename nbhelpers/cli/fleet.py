@@ -1,4 +1,4 @@
-"""``kserve-runbook fleet``: triage every InferenceService of a namespace, or of the cluster (DESIGN §3.1, §4.1).
+"""``kserve-runbook fleet``: triage every InferenceService of a namespace, or of the cluster (docs/contracts.md#execution-model, docs/contracts.md#cli).
 
 One LIST finds the services (per namespace, or one cluster-wide LIST with
 ``--all-namespaces``). Each service then goes through ``triage.run()``
@@ -393,7 +393,7 @@ def run_fleet(request: FleetRequest, clock: Callable[[], datetime] | None = None
 
 
 def _output_dir(request: FleetRequest, now: datetime) -> Path:
-    """``--out``, or ``outputs/<UTC timestamp>-fleet-<namespace|all>/`` (DESIGN §4.2)."""
+    """``--out``, or ``outputs/<UTC timestamp>-fleet-<namespace|all>/`` (docs/contracts.md#output-folder)."""
     from nbhelpers.cli import headless
 
     # headless names its folders <stamp>-<namespace>-<isvc>: here the two slots read "fleet" and the scope.

@@ -1,4 +1,4 @@
-"""Headless triage: run ``runbooks/triage.ipynb`` with papermill and write the report (DESIGN §3.1, §4.2).
+"""Headless triage: run ``runbooks/triage.ipynb`` with papermill and write the report (docs/contracts.md#execution-model, docs/contracts.md#output-folder).
 
 The CLI checks the input first (sources, window, the InferenceService) so a
 bad input fails in a second with one line, then executes the notebook, relays

@@ -1,4 +1,4 @@
-"""``kserve-runbook``: parse the command line and delegate (DESIGN §4.1).
+"""``kserve-runbook``: parse the command line and delegate (docs/contracts.md#cli).
 
 Exit codes: 0 ran with no critical finding; 1 ran with at least one critical
 finding; 2 could not run (the message says why, on one line, no traceback).
@@ -91,7 +91,7 @@ FAIL_ON_PARTIAL = click.option(
 
 
 def _fail_if_partial(options: dict[str, Any], partial: bool, reason: str) -> None:
-    """With --fail-on-partial, a partial run exits 1 (DESIGN §4.1 keeps 2 for runs that could not start)."""
+    """With --fail-on-partial, a partial run exits 1 (exit 2 stays for runs that could not start: docs/contracts.md#cli)."""
     if partial and options.get("fail_on_partial"):
         click.echo(f"kserve-runbook: partial result (--fail-on-partial): {terminal_safe(reason)}", err=True)
         sys.exit(1)
@@ -335,7 +335,12 @@ def codes(code: str | None) -> None:
 @click.option("--available-kv-gib", default=None, type=float, help="From 'Available KV cache memory: X GiB' (exact).")
 @click.option("--vllm-version", default="", help="vLLM version (defaults move with it), e.g. 0.10.1.")
 @click.option("--target-concurrency", default=None, type=int, help="Full-length requests that must fit at once.")
-@click.option("--json", "as_json", is_flag=True, help="Print the DESIGN §4.7 keys as JSON.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the keys of the JSON contract (docs/contracts.md#kv-cache-calculator).",
+)
 def kvcache(**options: Any) -> None:
     """vLLM's KV cache for a model on a GPU: tokens, concurrency at full context, whether it fits, flags."""
     import json

@@ -1,13 +1,13 @@
-"""``kserve-runbook webhook``: an Alertmanager receiver that triages the service a firing alert names (DESIGN §4.1).
+"""``kserve-runbook webhook``: an Alertmanager receiver that triages the service a firing alert names (docs/contracts.md#cli).
 
 ``POST /alerts`` takes Alertmanager's webhook payload (version 4). Each firing
 alert that names an InferenceService (see :func:`find_target`) becomes a job;
 resolved alerts, alerts without a target, and targets already queued, running
 or triaged within the cooldown are ignored, and the answer (202) says why for
 each. One worker thread takes the jobs in order and runs ``triage.run()``
-in-process (DESIGN §3.1), so a burst of alerts never starts more than one run
+in-process (docs/contracts.md#execution-model), so a burst of alerts never starts more than one run
 at a time; each run writes ``findings.json`` and ``summary.md`` into
-``<out>/<UTC time>-<namespace>-<isvc>/`` (DESIGN §4.2). ``GET /healthz``
+``<out>/<UTC time>-<namespace>-<isvc>/`` (docs/contracts.md#output-folder). ``GET /healthz``
 answers 200.
 
 The window of a run is [startsAt − lookback, now) (at most 7 days), and the

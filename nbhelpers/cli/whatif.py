@@ -1,4 +1,4 @@
-"""``kserve-runbook whatif hpa|kpa``: replay a metric series through an autoscaler (DESIGN §4.6).
+"""``kserve-runbook whatif hpa|kpa``: replay a metric series through an autoscaler (docs/contracts.md#what-if-replay).
 
 The command reads plain files so it works on anything an SRE can export: an
 HPA or InferenceService manifest (``kubectl get -o yaml``), an optional
@@ -149,7 +149,7 @@ def _series_option(path: str) -> Series:
 
 @click.group()
 def whatif() -> None:
-    """Replay a metric series through the HPA or Knative KPA autoscaler (DESIGN §4.6)."""
+    """Replay a metric series through the HPA or Knative KPA autoscaler (docs/contracts.md#what-if-replay)."""
 
 
 @whatif.command("hpa")

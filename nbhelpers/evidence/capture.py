@@ -1,4 +1,4 @@
-"""Turn :class:`~nbhelpers.evidence.model.Evidence` into evidence bundle files (DESIGN §4.5).
+"""Turn :class:`~nbhelpers.evidence.model.Evidence` into evidence bundle files (docs/contracts.md#evidence-bundle).
 
 The evidence is already redacted by ``gather()``; this module only lays it out.
 Output is deterministic for the same evidence and capture time, so generated

@@ -216,7 +216,7 @@ _MODE_NAMES = {
 
 
 def detect_deployment_mode(isvc: KubeObject, config: KubeObject | None) -> tuple[str, str]:
-    """(raw name, normalized name): annotation, else status, else the KServe default (DESIGN §6)."""
+    """(raw name, normalized name): annotation, else status, else the KServe default (docs/upstream-facts.md)."""
     raw = kube.annotations(isvc).get(kube.DEPLOYMENT_MODE_ANNOTATION) or str(
         (isvc.get("status") or {}).get("deploymentMode") or ""
     )

@@ -1,6 +1,6 @@
 """prometheus-adapter's discovery rules: which Prometheus series a custom or external metric comes from.
 
-The adapter (kubernetes-sigs/prometheus-adapter, ``docs/config.md``) reads a ``config.yaml`` of rules.
+The adapter (kubernetes-sigs/prometheus-adapter, see its configuration walkthrough) reads a ``config.yaml`` of rules.
 Each rule discovers series with ``seriesQuery`` (narrowed by ``seriesFilters``), associates them with
 Kubernetes objects through labels (``resources.overrides`` label → resource, or a ``template``),
 names them with ``name.matches`` / ``name.as`` (a regular expression and its expansion; with no

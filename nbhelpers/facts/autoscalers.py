@@ -1,6 +1,6 @@
 """Every autoscaler acting on an InferenceService's predictor, in one typed shape.
 
-Three kinds of object can scale a predictor (DESIGN §6):
+Three kinds of object can scale a predictor (docs/upstream-facts.md):
 
 - a ``HorizontalPodAutoscaler`` (KServe's RawDeployment one, Knative's HPA class, the one KEDA
   generates for a ScaledObject, or one a user wrote by hand);
@@ -406,7 +406,7 @@ class _Context:
 
 
 def _owner_ref(owner: Mapping[str, Any], namespace: str) -> str:
-    """The DESIGN §4.3 reference of an owner (owners live in the object's namespace)."""
+    """The object reference (docs/contracts.md#object-references) of an owner (owners live in the object's namespace)."""
     return kinds.object_ref(
         {
             "apiVersion": owner.get("apiVersion") or "",

@@ -409,7 +409,7 @@ def is_accelerator_resource(name: str) -> bool:
 
 def effective_requests(container: Mapping[str, Any]) -> dict[str, Any]:
     """The container's requests as the API server stores them: a resource with a limit and no request
-    requests its limit (DESIGN §6), so a spec read before defaulting is judged like a live Pod."""
+    requests its limit (docs/upstream-facts.md), so a spec read before defaulting is judged like a live Pod."""
     resources = container.get("resources") or {}
     merged = dict(resources.get("limits") or {})
     merged.update(resources.get("requests") or {})

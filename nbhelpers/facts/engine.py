@@ -8,7 +8,7 @@ current_workload`) and answer None when the evidence does not tell; they never s
   :mod:`nbhelpers.models.gpus`), else DCGM's framebuffer used + free.
 - :func:`vllm_version`: the version vLLM printed at start-up, else the tag of a vLLM image.
 - :func:`model_names`: the names the engine's model goes by (flags, ``vllm serve``'s argument, the storageUri).
-- :func:`max_num_seqs`: the ``--max-num-seqs`` in effect per pod (DESIGN §4.4 and §6): the flag, else the
+- :func:`max_num_seqs`: the ``--max-num-seqs`` in effect per pod (docs/contracts.md#finding-codes and docs/upstream-facts.md): the flag, else the
   engine's own log line, else vLLM's default for the known version and GPU; times the data-parallel engines.
 - :func:`max_num_seqs_or_plateau`: the same, else the observed plateau of running requests (for callers that
   want a number from the metrics when the configuration does not tell).
@@ -226,7 +226,7 @@ def max_num_seqs(evidence: Evidence, workload: ServingWorkload) -> Valued | None
 
 
 def max_num_seqs_or_plateau(evidence: Evidence, workload: ServingWorkload) -> Valued | None:
-    """:func:`max_num_seqs`, else the most requests a pod ran while requests waited in it (DESIGN §4.4)."""
+    """:func:`max_num_seqs`, else the most requests a pod ran while requests waited in it (docs/contracts.md#finding-codes)."""
     known = max_num_seqs(evidence, workload)
     if known is not None:
         return known

@@ -13,7 +13,7 @@ Between the image pull and the container start lie the init containers (KServe's
 downloads the model there) and volume mounts; between the start and Ready lies the model load.
 
 **Waiting for a node.** A pod that was refused by the scheduler (``FailedScheduling``) and scheduled after
-a cluster-autoscaler scale-up (``TriggeredScaleUp``) paid that wait as part of its cold start (DESIGN §6):
+a cluster-autoscaler scale-up (``TriggeredScaleUp``) paid that wait as part of its cold start (docs/upstream-facts.md):
 it is in the scheduling phase.
 
 **Still starting.** A pod that has never been ready gives a lower bound (observation time − creation),

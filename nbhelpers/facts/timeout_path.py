@@ -20,7 +20,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-# --- defaults (DESIGN §6), each checked against the project's own documentation -------------------
+# --- defaults (docs/upstream-facts.md), each checked against the project's own documentation -------------------
 
 # AWS: "By default, ELB sets the idle timeout value for your load balancer to 60 seconds"
 # (docs.aws.amazon.com/elasticloadbalancing/latest/application/edit-load-balancer-attributes.html). The AWS Load

@@ -1,6 +1,6 @@
 """Reading a model server's command line: which server it is, its flags, the port it listens on.
 
-Supported forms (DESIGN §6):
+Supported forms (docs/upstream-facts.md):
 
 - ``vllm serve MODEL [flags]`` and ``python -m vllm.entrypoints.openai.api_server [flags]``:
   ``--port N`` / ``--port=N``, default 8000;

@@ -1,4 +1,4 @@
-"""The finding-code catalog (DESIGN §4.4): one source of truth per code, read from ``catalog.yaml``.
+"""The finding-code catalog (docs/contracts.md#finding-codes): one source of truth per code, read from ``catalog.yaml``.
 
 The data file beside this module holds, for every code in the order ``kserve-runbook codes``
 lists them, its step, default severity, title (what it means), why it causes the symptom, how to

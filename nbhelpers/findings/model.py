@@ -1,7 +1,7 @@
-"""Findings and root-cause ranking (DESIGN §4.3).
+"""Findings and root-cause ranking (docs/contracts.md#findingsjson-v1).
 
 Every finding's code comes from the code catalog, :data:`nbhelpers.findings.catalog.CATALOG`
-(DESIGN §4.4), which gives its default severity and its step; ranking follows the catalog's
+(docs/contracts.md#finding-codes), which gives its default severity and its step; ranking follows the catalog's
 cause graph (:func:`nbhelpers.findings.catalog.reachable`). This module imports the catalog,
 never the reverse, so the two stay free of an import cycle.
 """
@@ -124,7 +124,7 @@ def apply_ignores(findings: Sequence[Finding], ignored: dict[str, str]) -> list[
 
 
 def rank_root_causes(findings: Iterable[Finding], step_order: Sequence[str]) -> list[str]:
-    """Order the distinct critical/warning codes as DESIGN §4.3 'Ranking' says.
+    """Order the distinct critical/warning codes as docs/contracts.md#ranking says.
 
     A code that explains another comes first; ties go by severity, then by ``step_order`` (the
     order of the checks), then by name.

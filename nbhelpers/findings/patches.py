@@ -25,7 +25,7 @@ def merge_diff(original: Any, changed: Any) -> Any:
     """The smallest RFC 7386 merge patch that turns ``original`` into ``changed``.
 
     Maps are diffed key by key (a removed key becomes ``null``); anything else, lists included,
-    is carried whole, as DESIGN §4.3 asks for lists.
+    is carried whole, as docs/contracts.md#findingsjson-v1 asks for lists.
     """
     if not isinstance(original, Mapping) or not isinstance(changed, Mapping):
         return copy.deepcopy(changed)

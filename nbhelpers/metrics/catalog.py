@@ -1,4 +1,4 @@
-"""The named query catalog (DESIGN §5). Checks read metrics only by ``id``.
+"""The named query catalog (docs/contracts.md#metric-catalog). Checks read metrics only by ``id``.
 
 Each entry holds PromQL templates in fallback order (newest metric name first).
 Templates use ``{sel}`` for the predictor selector

@@ -389,7 +389,7 @@ def changes_only(samples: list[tuple[float, float]]) -> list[tuple[float, float]
 class ScalerSetup:
     """The autoscaler as the recommendations need it (built from the evidence by :mod:`nbhelpers.whatif`).
 
-    ``kind`` is ``hpa`` or ``kpa``. ``isvc_ref`` / ``hpa_ref`` are DESIGN §4.3 references; ``hpa_user_owned``:
+    ``kind`` is ``hpa`` or ``kpa``. ``isvc_ref`` / ``hpa_ref`` are docs/contracts.md#object-references; ``hpa_user_owned``:
     the HPA has no KServe or Knative owner, so the user patches it directly. ``target`` is the per-pod target
     on ``target_metric`` when that metric counts requests (running or in flight), else None. ``hpa_metrics`` is
     the HPA's ``spec.metrics`` as written (a patch carries the whole list); ``scale_up`` its

@@ -27,7 +27,7 @@ Upstream files it follows (kubernetes/kubernetes):
 Arithmetic follows upstream's: targets and values are milli-units (``Quantity.MilliValue()``, rounded
 up), averages are integer divisions, utilization is an integer percent, ratios are float64.
 
-Replay semantics (DESIGN §4.6, a contract): a fresh controller syncs at t = 0, sync_period, ... up to
+Replay semantics (docs/contracts.md#what-if-replay, a contract): a fresh controller syncs at t = 0, sync_period, ... up to
 ``end``. At t = 0 the initial replica count is recorded as a recommendation stamped 0 and there is no
 scale event yet. A recommendation or scale event stamped s is inside a window W at sync t iff
 s > t − W. A decision takes effect at once: ``current_replicas`` is the count after the sync, and new
@@ -572,7 +572,7 @@ def metric_proposal(
 
 
 def contract_young_pods(metric: MetricSpec, value_milli: int, young_pods: int) -> int:
-    """The young pods the open-loop replay sets aside: DESIGN §4.6 applies upstream's unready-pod
+    """The young pods the open-loop replay sets aside: docs/contracts.md#what-if-replay applies upstream's unready-pod
     treatment to a CPU Resource metric on scale-up only; otherwise all pods count."""
     if not metric.is_cpu:
         return 0
@@ -593,7 +593,7 @@ def _pod_groups(metric: MetricSpec, current: int, young_pods: int, per_pod_from_
 
 
 def in_window(stamp: float, t: float, window: float) -> bool:
-    """DESIGN §4.6: a recommendation or event stamped ``stamp`` is inside ``window`` at sync ``t``."""
+    """docs/contracts.md#what-if-replay: a recommendation or event stamped ``stamp`` is inside ``window`` at sync ``t``."""
     return stamp > t - window
 
 
@@ -749,7 +749,7 @@ def replay_hpa(
     end: float | None = None,
     per_pod_from_total: bool = False,
 ) -> list[HpaSync]:
-    """Replay the HPA controller over ``series`` (DESIGN §4.6); one HpaSync per sync."""
+    """Replay the HPA controller over ``series`` (docs/contracts.md#what-if-replay); one HpaSync per sync."""
     validate_spec(spec)
     if initial_replicas < 0:
         raise RunbookError("the initial replica count must be 0 or more")

@@ -499,7 +499,9 @@ def _sync(
         young = np.zeros_like(current)
     else:  # a scale-down removes the youngest pods, so the pods old enough are a running minimum
         young = current - np.minimum(history.counts.query(sync, windows.ready), current)
-    if not per_pod_from_total:  # DESIGN §4.6: young pods are set aside only for a CPU metric on scale-up
+    if (
+        not per_pod_from_total
+    ):  # docs/contracts.md#what-if-replay: young pods are set aside only for a CPU metric on scale-up
         scales_up = arrays.is_cpu & (value // arrays.total_scale > arrays.target)
         young = np.where(scales_up, young, 0)
     proposal, computable = _proposal(arrays, value, current, young, per_pod_from_total)

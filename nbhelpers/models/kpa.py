@@ -1,4 +1,4 @@
-"""A replay of Knative Serving's Pod Autoscaler (KPA) over a recorded load series (DESIGN §4.6).
+"""A replay of Knative Serving's Pod Autoscaler (KPA) over a recorded load series (docs/contracts.md#what-if-replay).
 
 What is replayed, part by part, and the upstream file each part follows (knative/serving):
 

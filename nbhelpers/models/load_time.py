@@ -7,7 +7,7 @@ failureThreshold`` (API defaults 0, 10 and 3; ``timeoutSeconds`` defaults to 1).
 stretch it: the kubelet never overlaps two attempts of one probe, so attempts that run into their
 timeout are ``max(periodSeconds, timeoutSeconds)`` apart, and the last one adds its own timeout. The
 worst case is therefore ``initialDelaySeconds + failureThreshold × max(periodSeconds, timeoutSeconds)
-+ timeoutSeconds``. A vLLM server that is still loading refuses connections at once (DESIGN §6), so
++ timeoutSeconds``. A vLLM server that is still loading refuses connections at once (docs/upstream-facts.md), so
 a kill during the load comes close to the conventional budget; the worst case is the latest it can come.
 
 **Load time.** The time from the container's start to the moment its server serves: the log line

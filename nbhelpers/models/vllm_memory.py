@@ -136,7 +136,7 @@ class KvCacheReport:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def contract_json(self) -> dict[str, object]:
-        """Exactly the keys of DESIGN §4.7."""
+        """Exactly the keys of docs/contracts.md#kv-cache-calculator."""
         return {
             "kv_bytes_per_token": self.kv_bytes_per_token,
             "available_kv_gib": round(self.available_kv_gib, 2),
@@ -195,7 +195,7 @@ def safe_max_utilization(total_bytes: int) -> float:
 
 
 def default_max_num_seqs(version: tuple[int, int, int] | None, gpu: Gpu) -> Setting:
-    """vLLM's default ``--max-num-seqs`` (API server): it moves with the engine and the GPU (DESIGN §6)."""
+    """vLLM's default ``--max-num-seqs`` (API server): it moves with the engine and the GPU (docs/upstream-facts.md)."""
     if version is not None and version < _V1_FIRST:
         return Setting(256, "vLLM default for the V0 engine (< 0.8)")
     if gpu.total_bytes < _LARGE_GPU_BYTES:

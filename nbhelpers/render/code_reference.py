@@ -1,4 +1,4 @@
-"""The finding-code reference, generated from the code catalog so it cannot drift (DESIGN §4.4).
+"""The finding-code reference, generated from the code catalog so it cannot drift (docs/contracts.md#finding-codes).
 
 For every code in :data:`nbhelpers.findings.catalog.CATALOG` (one entry per code in
 ``nbhelpers/findings/catalog.yaml``): what it means, why it causes the symptom, how to

@@ -1,4 +1,4 @@
-"""Kubernetes objects of a scenario, shaped as the API server returns them (DESIGN §6 naming).
+"""Kubernetes objects of a scenario, shaped as the API server returns them (docs/upstream-facts.md naming).
 
 Serverless: InferenceService, Knative Service ``<isvc>-predictor``, Revision
 ``-00001``, PodAutoscaler, Deployment ``<rev>-deployment``, ReplicaSet, pods

@@ -86,7 +86,7 @@ OWNER_HPA_FAULTS = ("custom_metrics_api_missing", "hpa_target_not_serving", "hpa
 WEIGHT_FORMATS = ("safetensors", "pt")
 # Where the owner declared something: the ServingRuntime's container or the InferenceService.
 DECLARED_IN = ("runtime", "isvc")
-# The port each server listens on when no flag says otherwise (DESIGN §6).
+# The port each server listens on when no flag says otherwise (docs/upstream-facts.md).
 SERVER_PORT_FLAGS = {"vllm": ("--port", 8000), "huggingfaceserver": ("--http_port", 8080)}
 # Host memory a vLLM process holds before it reads any weight: Python, torch, the CUDA context, the tokenizer.
 RUNTIME_HOST_GIB = 5.5
@@ -128,7 +128,7 @@ def flag_value(args: tuple[str, ...], flag: str) -> str | None:
 def kv_cache_blocks(
     model: Model, gpu_memory_gib: float, utilization: float, tensor_parallel: int
 ) -> tuple[int, float, int]:
-    """vLLM's start-up arithmetic (DESIGN §6): (KV bytes per token, GiB left for the KV cache after the weights and
+    """vLLM's start-up arithmetic (docs/upstream-facts.md): (KV bytes per token, GiB left for the KV cache after the weights and
     the activation peak, KV blocks that fit in it)."""
     bytes_per_token = 2 * model.layers * max(1, model.kv_heads // tensor_parallel) * model.head_dim * model.dtype_bytes
     available_gib = gpu_memory_gib * utilization - model.weights_gib - model.activation_gib

@@ -72,7 +72,7 @@ def without_flag(args: tuple[str, ...], flag: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class KvCache:
-    """vLLM's start-up arithmetic: how much KV cache one replica gets (DESIGN §6)."""
+    """vLLM's start-up arithmetic: how much KV cache one replica gets (docs/upstream-facts.md)."""
 
     bytes_per_token: int
     available_gib: float
@@ -278,7 +278,7 @@ def effective_resources(spec: ScenarioSpec) -> dict[str, Any]:
     """The pod's resources: KServe merges the ISVC's container over the runtime's, key by key."""
     isvc, runtime = declared_resources(spec)
     merged = {section: {**runtime.get(section, {}), **isvc.get(section, {})} for section in ("requests", "limits")}
-    # Requests default to limits (DESIGN §6): the API server fills them in on the pod.
+    # Requests default to limits (docs/upstream-facts.md): the API server fills them in on the pod.
     for name, value in merged["limits"].items():
         merged["requests"].setdefault(name, value)
     return {section: values for section, values in merged.items() if values}

@@ -1,4 +1,4 @@
-"""The realism validator (DESIGN §7): what a real cluster and a real Prometheus would never show.
+"""The realism validator (docs/architecture.md#testing): what a real cluster and a real Prometheus would never show.
 
 ``validate_bundle(files or path)`` returns a list of problems (empty: the
 bundle is plausible). It checks:

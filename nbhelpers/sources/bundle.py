@@ -1,4 +1,4 @@
-"""Evidence bundles (DESIGN §4.5): reading them as sources, and writing them.
+"""Evidence bundles (docs/contracts.md#evidence-bundle): reading them as sources, and writing them.
 
 Layout::
 

@@ -24,7 +24,7 @@ class Kind:
         return self.kind if self.group in CORE_LIKE_GROUPS else f"{self.kind}.{self.group}"
 
 
-# Built-in groups whose kinds are referenced by bare kind name (DESIGN §4.3 "core kinds").
+# Built-in groups whose kinds are referenced by bare kind name (docs/contracts.md#object-references).
 CORE_LIKE_GROUPS = frozenset(
     {"", "apps", "autoscaling", "discovery.k8s.io", "networking.k8s.io", "apiregistration.k8s.io", "events.k8s.io"}
 )

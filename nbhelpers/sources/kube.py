@@ -47,7 +47,7 @@ def created(obj: Mapping[str, Any]) -> str | None:
 
 
 def ref(obj: Mapping[str, Any]) -> str:
-    """The DESIGN §4.3 object reference of ``obj``."""
+    """The object reference of ``obj`` (docs/contracts.md#object-references)."""
     return object_ref(dict(obj))
 
 

@@ -3,7 +3,7 @@
 Built on ``prometheus-api-client``: its ``PrometheusConnect`` sends the query
 with the caller's headers (bearer token, ``X-Scope-OrgID``), TLS settings,
 timeout and retry policy. Every failure becomes a :class:`ReadFailed` whose
-status tells the run what happened (DESIGN §4.3); the token never appears in
+status tells the run what happened (docs/contracts.md#findingsjson-v1); the token never appears in
 a message.
 """
 

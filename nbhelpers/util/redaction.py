@@ -1,4 +1,4 @@
-"""Secret redaction for evidence, bundles and reports (DESIGN §4.5).
+"""Secret redaction for evidence, bundles and reports (docs/contracts.md#evidence-bundle).
 
 Redaction runs inside ``gather()``, so nothing downstream (checks, findings,
 reports, bundles) ever holds a secret. secretKeyRef values are never read in

@@ -1,4 +1,4 @@
-"""Parsing of durations, timestamps and analysis windows (DESIGN §4.3 Window)."""
+"""Parsing of durations, timestamps and analysis windows (docs/contracts.md#window)."""
 
 from __future__ import annotations
 
@@ -158,5 +158,5 @@ def resolve_window(
 
 
 def query_step_seconds(window: Window) -> int:
-    """Query resolution: max(15 s, ceil(window / 11,000)) (DESIGN §5)."""
+    """Query resolution: max(15 s, ceil(window / 11,000)) (docs/contracts.md#metric-catalog)."""
     return max(15, math.ceil(window.seconds / 11_000))

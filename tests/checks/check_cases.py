@@ -73,7 +73,7 @@ def apply_patch(objects: list[KubeObject], finding: Finding) -> list[KubeObject]
 
 
 def assert_valid_patch(finding: Finding, objects: list[KubeObject]) -> KubeObject:
-    """The finding's patch target after the patch, checked against DESIGN §4.3: a ``merge`` patch whose YAML
+    """The finding's patch target after the patch, checked against docs/contracts.md#findingsjson-v1: a ``merge`` patch whose YAML
     body, merged (RFC 7386) into an object the user owns, leaves an object its kind's schema accepts."""
     assert finding.patch is not None, f"{finding.code} carries no patch"
     body = patchcheck.merge_patch_body(finding.patch.type, finding.patch.body)

@@ -1,7 +1,7 @@
 """Step 1, ``endpoints``: does the serving path have ready endpoints, and does the routing layer match
 how the InferenceService is deployed?
 
-What "the serving path" is depends on the mode (DESIGN §6):
+What "the serving path" is depends on the mode (docs/upstream-facts.md):
 
 - Serverless (Knative): ``<isvc>-predictor`` is an ExternalName Service with no endpoints by design;
   the pods sit behind ``<revision>-private`` for each revision that receives traffic. A revision

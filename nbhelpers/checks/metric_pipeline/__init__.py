@@ -1,6 +1,6 @@
 """Step 6, ``metric_pipeline``: can the autoscaler read its metric at all?
 
-The chain an HPA's metric travels (DESIGN §2, §6):
+The chain an HPA's metric travels (docs/contracts.md#the-nine-steps, docs/upstream-facts.md):
 
 - the HPA controller asks an aggregated API for it: ``metrics.k8s.io`` (Resource and
   ContainerResource metrics), ``custom.metrics.k8s.io`` (Pods, Object) or

@@ -10,7 +10,7 @@ Probe budgets and load times come from :mod:`nbhelpers.models.load_time`. Decisi
 - **Serverless.** Knative hands the readiness probe to queue-proxy (``SERVING_READINESS_PROBE``) and
   declares a TCP probe on the user port when the service declares none; liveness and startup probes
   stay with the kubelet. Knative's default TCP probe counts as a readiness probe: vLLM opens its port
-  only after the engine has loaded (DESIGN §6), so the probe holds traffic back during the load. The
+  only after the engine has loaded (docs/upstream-facts.md), so the probe holds traffic back during the load. The
   KServe agent (port 9081) relays the readiness probe to the server, so a queue-proxy probe on the
   agent's port is by design.
 - **Model-aware.** A probe that passes while vLLM loads, or that cannot pass on a healthy engine,
@@ -21,7 +21,7 @@ Probe budgets and load times come from :mod:`nbhelpers.models.load_time`. Decisi
   probe``) or a SIGKILL/SIGTERM exit come with a run that never served: its own log ends before
   ``Application startup complete.``, or it ended within the probe's budget.
 - **Severity.** ``PROBE_READINESS_MISSING`` and ``PROBE_NOT_MODEL_AWARE`` are raised to critical only
-  when a pod turned Ready before its server served and the edge saw 5xx in the window (DESIGN §4.3).
+  when a pod turned Ready before its server served and the edge saw 5xx in the window (docs/contracts.md#findingsjson-v1).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ vLLM flags fit the GPU?
 
 Sources, all read from the Evidence:
 
-- Prometheus (DESIGN §5 ids): ``vllm_running`` / ``vllm_waiting`` per pod against the ``--max-num-seqs`` in
+- Prometheus (docs/contracts.md#metric-catalog ids): ``vllm_running`` / ``vllm_waiting`` per pod against the ``--max-num-seqs`` in
   effect, ``vllm_kv_cache_usage`` (a 0-1 fraction), ``vllm_preemptions_rate``, ``vllm_queue_time_p95``,
   request and token rates, 503/504 at the edge (Istio, ingress-nginx, Knative), restart counters, DCGM
   framebuffer (MiB, ``pod`` or ``exported_pod`` labels).

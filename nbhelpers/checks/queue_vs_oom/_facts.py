@@ -278,7 +278,7 @@ class EngineFacts:
         return "(No patch: the InferenceService does not declare the serving container.)"
 
     def args_patch(self, changes: Mapping[str, str]) -> patches.PatchPlan | None:
-        """A merge patch of the ISVC's serving container args with each flag set (the whole list, DESIGN §4.3).
+        """A merge patch of the ISVC's serving container args with each flag set (the whole list, docs/contracts.md#findingsjson-v1).
 
         An existing spelling (``--flag v``, ``--flag=v``, underscores) is replaced where it stands; a flag the ISVC
         does not carry is appended: KServe appends the ISVC's args after the runtime's, and vLLM keeps the last.

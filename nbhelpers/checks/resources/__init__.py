@@ -1,7 +1,7 @@
 """Step 4, ``resources``: are requests and limits sane, GPUs schedulable and visible, host memory
 enough, and /dev/shm memory-backed?
 
-Facts it rests on (DESIGN §6):
+Facts it rests on (docs/upstream-facts.md):
 
 - the live Pod spec is judged (it already merges the ServingRuntime with the InferenceService);
   a resource with a limit and no request requests its limit; device resources such as
