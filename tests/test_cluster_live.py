@@ -178,6 +178,25 @@ def test_list_pages_with_limit_and_continue(fake_api: FakeApiServer, kubeconfig:
 
 
 @pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ('{"items": ' + "[" * 10_000 + "]" * 10_000 + "}", "KSERVE_RUNBOOK_MAX_NESTING_DEPTH=N"),
+        ('{"metadata": {"resourceVersion": ' + "4" * 5000 + '}, "items": []}', "KSERVE_RUNBOOK_MAX_INT_DIGITS=N"),
+        ('{"items": [{"metadata": {"name": "e", "namespace": "bulk"}, "count": "many"}]}', "count is not an integer"),
+        ('{"items": [{"metadata": {"name": "e", "labels": {"a": 1}}}]}', "metadata.labels is not a map of strings"),
+    ],
+    ids=["10000-deep", "5000-digits", "event-count-text", "label-not-text"],
+)
+def test_a_hostile_list_answer_is_a_failed_read(
+    body: str, expected: str, fake_api: FakeApiServer, kubeconfig: Path, connect: Connect
+) -> None:
+    fake_api.inject("/api/v1/namespaces/bulk/events", body=body)
+    with pytest.raises(ReadFailed) as failed:
+        connect(kubeconfig).list(kinds.EVENT, "bulk")
+    assert failed.value.status == "error" and expected in failed.value.reason, failed.value.reason
+
+
+@pytest.mark.parametrize(
     ("selector", "expected"),
     [
         ("serving.kserve.io/inferenceservice=vllm-llm", ["vllm-llm-predictor-00001-deployment"]),

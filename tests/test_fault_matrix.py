@@ -17,6 +17,8 @@ per-source failure statuses (tests/test_cluster_live.py, tests/test_metrics_live
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import os
 import socket
@@ -25,13 +27,13 @@ import sys
 import tarfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import bundle_files
+from builders import CAPTURED_AT, bundle_files, evidence_from_objects
 from conftest import load_serverless_with_every_kind
 from fakeapi import (
     FakeApiServer,
@@ -45,13 +47,15 @@ from fakeapi import (
 
 from nbhelpers.cli import headless
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence.model import Target
+from nbhelpers.evidence.capture import write_bundle
+from nbhelpers.evidence.model import ContainerLog, Evidence, Target
 from nbhelpers.render.findings_json import write_outputs
 from nbhelpers.sources import kinds
 from nbhelpers.sources.base import LogRequest
-from nbhelpers.sources.bundle import write_bundle_files
+from nbhelpers.sources.bundle import open_bundle, write_bundle_files
 from nbhelpers.triage import TriageParams, TriageResult, params_from_text, run
 from nbhelpers.util.files import write_atomic
+from nbhelpers.util.safe_paths import child_path
 
 pytestmark = pytest.mark.integration
 
@@ -339,6 +343,18 @@ def free_address() -> str:
         return f"http://127.0.0.1:{probe.getsockname()[1]}"
 
 
+DEEP_MATRIX = (
+    b'{"status": "success", "data": {"resultType": "matrix", "result": ' + b"[" * 10_000 + b"]" * 10_000 + b"}}"
+)
+HUGE_TIMESTAMP_MATRIX = (
+    json.dumps(
+        {"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": [[0, "1"]]}]}}
+    )
+    .replace("[0,", "[" + "9" * 4000 + ",")
+    .encode()
+)  # under Python's 4,300 digits, too large for a float
+
+
 @pytest.mark.parametrize(
     ("reply", "heading", "named"),
     [
@@ -352,8 +368,10 @@ def free_address() -> str:
         ),
         (PrometheusReply(body=b"<html>sign in</html>"), "metrics error: ", "malformed answer"),
         (PrometheusReply(delay=3.0), "metrics timeout: ", "within the timeout"),
+        (PrometheusReply(body=DEEP_MATRIX), "metrics error: ", "KSERVE_RUNBOOK_MAX_NESTING_DEPTH"),
+        (PrometheusReply(body=HUGE_TIMESTAMP_MATRIX), "metrics error: ", "malformed answer"),
     ],
-    ids=["401", "403", "500", "bad-query", "not-json", "slow"],
+    ids=["401", "403", "500", "bad-query", "not-json", "slow", "10000-deep-json", "4000-digit-timestamp"],
 )
 def test_a_failing_prometheus_gives_a_partial_report_naming_it(
     reply: PrometheusReply, heading: str, named: str, cluster: Cluster, tmp_path: Path
@@ -522,10 +540,16 @@ def manifest_with(**fields: Any) -> bytes:
         ({"manifest.json": manifest_with(reads={"what": "x"})}, "field 'reads' is not a list of objects"),
         ({"objects/fixture.yaml": b"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nstatus: true\n"}, "Pod p: status is not an object"),
         ({"objects/fixture.yaml": b"apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {v: 1}}\n"}, "metadata.labels is not a map"),
+        ({"objects/fixture.yaml": b"apiVersion: v1\nkind: Event\nmetadata: {name: e}\ncount: many\n"}, "Event e: count is not an integer"),
+        ({"objects/fixture.yaml": b"apiVersion: v1\nkind: Event\nmetadata: {name: e}\nseries: {count: .inf}\n"}, "Event e: series.count is not an integer"),
+        ({"objects/fixture.yaml": b"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nstatus: {containerStatuses: [{restartCount: .inf}]}\n"}, "Pod p: status.containerStatuses[].restartCount is not an integer"),
+        ({"objects/fixture.yaml": b"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nstatus: {containerStatuses: kserve-container}\n"}, "Pod p: status.containerStatuses is not a list of objects"),
+        ({"objects/fixture.yaml": b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: !!binary aGk=\n"}, "values are not JSON"),
     ],
     ids=["no-manifest", "manifest-not-json", "manifest-not-object", "version-not-int", "newer-version",
          "bad-captured-at", "bad-window", "bad-yaml", "bad-metrics-index", "metrics-index-not-object",
-         "reads-not-a-list", "status-not-object", "label-not-string"],
+         "reads-not-a-list", "status-not-object", "label-not-string", "event-count-text", "event-series-count-inf",
+         "restart-count-inf", "container-statuses-text", "binary-tag"],
 )  # fmt: skip
 def test_malformed_bundles_are_refused(changes: dict[str, bytes | None], expected: str, tmp_path: Path) -> None:
     assert expected in refusal(TriageParams(bundle=str(bundle_dir(tmp_path, changes))))
@@ -650,6 +674,14 @@ def test_cli_refuses_a_newer_bundle_and_a_truncated_tarball(tmp_path: Path) -> N
     )
 
 
+def test_cli_refuses_a_wrong_typed_event_count_in_one_line(tmp_path: Path) -> None:
+    """It ended in a traceback (exit 1, which automation reads as a critical finding) when summary.md was written."""
+    event = b"apiVersion: v1\nkind: Event\nmetadata: {name: e, namespace: llm}\ncount: many\n"
+    bundle = bundle_dir(tmp_path, {"objects/events.yaml": event})
+    result = kserve_runbook("triage", "--bundle", str(bundle), cwd=tmp_path)
+    assert_one_line_error(result, "bundle file objects/events.yaml: Event e: count is not an integer")
+
+
 def test_capture_with_fail_on_partial_exits_1_naming_the_lost_reads(shared: Cluster, tmp_path: Path) -> None:
     """Without the flag a partial capture exits 0 (the bundle is what was asked for); with it, 1."""
     shared.server.inject(f"/api/v1/namespaces/{NAMESPACE}/events", status=403)
@@ -666,3 +698,299 @@ def test_capture_with_fail_on_partial_exits_1_naming_the_lost_reads(shared: Clus
     ]
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())  # the bundle is written all the same
     assert {read["what"]: read["status"] for read in manifest["reads"]}[f"Event in {NAMESPACE}"] == "forbidden"
+
+
+# --- hostile input: bombs, endless pages, names that leave their folder (issue #19) -----------------
+#
+# Each bomb is generated here, small on disk, and triaged by the CLI in a child process whose peak RSS is
+# measured: it must end in one line naming the limit (exit 2) long before it costs memory.
+
+PEAK_RSS_BOUND_MB = 400  # generous: a refused bomb peaks near the interpreter's own ~80 MB
+BOMB_MAX_ON_DISK = 512 * 1024
+
+# Runs the command as the only child of a fresh interpreter, so RUSAGE_CHILDREN is that command's peak
+# alone (this test process may have waited for heavier children before).
+MEASURE = """\
+import json, resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=120)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(json.dumps({"returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr, "peak": peak}))
+"""
+
+
+@dataclass(frozen=True)
+class Measured:
+    result: subprocess.CompletedProcess[str]
+    peak_mb: float
+
+
+def kserve_runbook_measured(*arguments: str, cwd: Path) -> Measured:
+    wrapper = subprocess.run(
+        [sys.executable, "-c", MEASURE, sys.executable, "-m", "nbhelpers", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=cwd,
+    )
+    assert wrapper.returncode == 0, wrapper.stderr
+    report = json.loads(wrapper.stdout)
+    unit = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is in bytes on macOS, KiB on Linux
+    result = subprocess.CompletedProcess(list(arguments), report["returncode"], report["stdout"], report["stderr"])
+    return Measured(result, report["peak"] * unit / 2**20)
+
+
+def healthy_members() -> dict[str, bytes]:
+    """A small valid bundle (manifest and an InferenceService) that each bomb is added to."""
+    return bundle_files([BUNDLE_ISVC], "llm", "x")
+
+
+def tar_member(name: str, size: int) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    return info.tobuf(tarfile.PAX_FORMAT)
+
+
+def tar_file(name: str, data: bytes) -> bytes:
+    return tar_member(name, len(data)) + data + bytes(-len(data) % tarfile.BLOCKSIZE)
+
+
+def sparse_member_bomb(tmp_path: Path) -> Path:
+    """A PAX 1.0 sparse member: a one-block map declaring 1 GiB that is all hole (~350 bytes on disk)."""
+    archive = tmp_path / "sparse.tar.gz"
+    with tarfile.open(archive, "w:gz", format=tarfile.PAX_FORMAT) as bundle:
+        for name, data in healthy_members().items():
+            info = tarfile.TarInfo(f"b/{name}")
+            info.size = len(data)
+            bundle.addfile(info, io.BytesIO(data))
+        sparse_map = f"1\n{2**30}\n0\n".encode().ljust(tarfile.BLOCKSIZE, b"\0")
+        hole = tarfile.TarInfo("b/logs/llm/x-predictor-1/kserve-container.log")
+        hole.size = len(sparse_map)
+        hole.pax_headers = {
+            "GNU.sparse.major": "1",
+            "GNU.sparse.minor": "0",
+            "GNU.sparse.name": hole.name,
+            "GNU.sparse.realsize": str(2**30),
+        }
+        bundle.addfile(hole, io.BytesIO(sparse_map))
+    return archive
+
+
+def zeros_bomb(tmp_path: Path, name: str, member_sizes: list[int]) -> Path:
+    """A .tar.gz of zero-filled members, written as concatenated gzip members (one per MiB of zeros),
+    so that hundreds of MiB cost a few hundred KB and no time to build."""
+    archive = tmp_path / name
+    mib_of_zeros = gzip.compress(bytes(2**20), mtime=0)
+    with archive.open("wb") as out:
+        out.write(gzip.compress(b"".join(tar_file(f"b/{n}", d) for n, d in healthy_members().items()), mtime=0))
+        for index, size in enumerate(member_sizes):
+            out.write(gzip.compress(tar_member(f"b/logs/llm/x-predictor-1/c{index}.log", size), mtime=0))
+            out.writelines(mib_of_zeros for _ in range(size // 2**20))
+        out.write(gzip.compress(bytes(2 * tarfile.BLOCKSIZE), mtime=0))
+    return archive
+
+
+def gzip_of_zeros_bomb(tmp_path: Path) -> Path:
+    """One member of 400 MiB of zeros (the probe's 333 KB gzip that took 399 MB)."""
+    return zeros_bomb(tmp_path, "zeros.tar.gz", [400 * 2**20])
+
+
+def many_zeros_bomb(tmp_path: Path) -> Path:
+    """Five members of 60 MiB, each under the per-file limit, 300 MiB together."""
+    return zeros_bomb(tmp_path, "many-zeros.tar.gz", [60 * 2**20] * 5)
+
+
+def many_members_bomb(tmp_path: Path) -> Path:
+    """10,001 empty members."""
+    archive = tmp_path / "members.tar.gz"
+    headers = b"".join(tar_member(f"b/objects/empty-{index}.yaml", 0) for index in range(10_001))
+    archive.write_bytes(gzip.compress(tar_file("b/manifest.json", healthy_members()["manifest.json"]) + headers))
+    return archive
+
+
+def directory_bomb(tmp_path: Path, name: str, text: str) -> Path:
+    return write_bundle_files({**healthy_members(), name: text.encode()}, tmp_path / "bundle")
+
+
+def billion_laughs_bomb(tmp_path: Path) -> Path:
+    """Nine levels of nine aliases: 9^9 (387 million) references in 1.2 KB of YAML."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{level}: &a{level} [{', '.join([f'*a{level - 1}'] * 9)}]" for level in range(1, 10)]
+    return directory_bomb(
+        tmp_path,
+        "objects/laughs.yaml",
+        "apiVersion: v1\nkind: ConfigMap\ndata:\n" + "\n".join(f"  {line}" for line in lines),
+    )
+
+
+def recursive_alias_bomb(tmp_path: Path) -> Path:
+    return directory_bomb(tmp_path, "objects/loop.yaml", "apiVersion: v1\nkind: ConfigMap\ndata: &loop {a: *loop}\n")
+
+
+def deep_json_bomb(tmp_path: Path) -> Path:
+    manifest = healthy_members()["manifest.json"].decode()
+    deep = "[" * 10_000 + "]" * 10_000
+    bundle = write_bundle_files(healthy_members(), tmp_path / "bundle")
+    (bundle / "manifest.json").write_text(manifest[:-1] + f', "versions": {{"kubernetes": {deep}}}}}')
+    return bundle
+
+
+def huge_integer_bomb(tmp_path: Path) -> Path:
+    manifest = healthy_members()["manifest.json"].decode()
+    bundle = write_bundle_files(healthy_members(), tmp_path / "bundle")
+    (bundle / "manifest.json").write_text(manifest[:-1] + f', "tool_version": {"9" * 5000}}}')
+    return bundle
+
+
+@pytest.mark.parametrize(
+    ("bomb", "expected"),
+    [
+        (sparse_member_bomb, "is a sparse file"),
+        (gzip_of_zeros_bomb, "is 400 MiB: over the limit of 64 MiB for the size of one bundle file "
+                             "(raise it with KSERVE_RUNBOOK_MAX_BUNDLE_FILE_BYTES=BYTES)"),
+        (many_zeros_bomb, "files add up to more than 256 MiB: over the limit of 256 MiB for the total size of a "
+                          "bundle's files (raise it with KSERVE_RUNBOOK_MAX_BUNDLE_UNCOMPRESSED_BYTES=BYTES)"),
+        (many_members_bomb, "it holds more than 10,000 entries: over the limit of 10,000 for the number of "
+                            "entries in a bundle (raise it with KSERVE_RUNBOOK_MAX_BUNDLE_FILES=N)"),
+        (billion_laughs_bomb, "objects/laughs.yaml: YAML aliases repeat more than 10,000 nodes: over the limit of "
+                              "10,000 for the nodes repeated by YAML aliases in one document "
+                              "(raise it with KSERVE_RUNBOOK_MAX_YAML_ALIAS_NODES=N)"),
+        (recursive_alias_bomb, "objects/loop.yaml is not valid YAML (found an alias *loop inside the node it names)"),
+        (deep_json_bomb, "manifest.json: a document nested too deep to parse: over the limit of 100 for the "
+                         "nesting depth of a JSON or YAML document (raise it with KSERVE_RUNBOOK_MAX_NESTING_DEPTH=N)"),
+        (huge_integer_bomb, "manifest.json: an integer of 5,000 digits: over the limit of 100 for the digits of an "
+                            "integer in a JSON or YAML document (raise it with KSERVE_RUNBOOK_MAX_INT_DIGITS=N)"),
+    ],
+    ids=["sparse-member", "gzip-of-zeros", "zeros-over-the-total", "10001-members", "billion-laughs",
+         "recursive-alias", "10000-deep-json", "5000-digit-integer"],
+)  # fmt: skip
+def test_a_bomb_bundle_is_refused_in_one_line_within_bounded_memory(
+    bomb: Any, expected: str, tmp_path: Path, record_property: Any
+) -> None:
+    bundle = bomb(tmp_path)
+    on_disk = sum(path.stat().st_size for path in bundle.rglob("*")) if bundle.is_dir() else bundle.stat().st_size
+    assert on_disk < BOMB_MAX_ON_DISK
+
+    measured = kserve_runbook_measured("triage", "--bundle", str(bundle), cwd=tmp_path)
+
+    record_property("peak_rss_mb", round(measured.peak_mb, 1))
+    assert_one_line_error(measured.result, expected)
+    assert measured.peak_mb < PEAK_RSS_BOUND_MB, f"peak RSS {measured.peak_mb:.0f} MB"
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_a_limit_is_raised_by_its_environment_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manifest = json.loads(healthy_members()["manifest.json"])
+    bundle = write_bundle_files(healthy_members(), tmp_path / "bundle")
+    (bundle / "manifest.json").write_text(json.dumps(manifest)[:-1] + f', "tool_version": {"7" * 150}}}')
+    assert "KSERVE_RUNBOOK_MAX_INT_DIGITS=N" in refusal(TriageParams(bundle=str(bundle)))
+
+    monkeypatch.setenv("KSERVE_RUNBOOK_MAX_INT_DIGITS", "200")
+    assert run(TriageParams(bundle=str(bundle))).evidence.target == Target("llm", "x")
+
+    monkeypatch.setenv("KSERVE_RUNBOOK_MAX_BUNDLE_BYTES", "100")
+    tarball = write_bundle_files(healthy_members(), tmp_path / "b.tar.gz")
+    assert "(raise it with KSERVE_RUNBOOK_MAX_BUNDLE_BYTES=BYTES)" in refusal(TriageParams(bundle=str(tarball)))
+
+    monkeypatch.setenv("KSERVE_RUNBOOK_MAX_BUNDLE_BYTES", "lots")
+    assert refusal(TriageParams(bundle=str(tarball))) == (
+        "KSERVE_RUNBOOK_MAX_BUNDLE_BYTES='lots': give the size of a bundle archive limit as a whole number >= 1"
+    )
+
+
+# --- names that would leave their folder ---------------------------------------------------------------
+
+
+def tree(root: Path) -> set[str]:
+    return {path.relative_to(root).as_posix() for path in root.rglob("*")}
+
+
+HOSTILE_NAMESPACE, HOSTILE_POD, HOSTILE_CONTAINER = "a/../../b", "../../../../pod", "../../x"
+
+
+def hostile_evidence() -> Evidence:
+    """Evidence (as a live source or a re-capture could produce it) whose names climb out of any folder."""
+    isvc = {**BUNDLE_ISVC, "metadata": {"name": "x", "namespace": HOSTILE_NAMESPACE}}
+    evidence = evidence_from_objects([isvc], HOSTILE_NAMESPACE, "x")
+    logs = tuple(
+        ContainerLog(HOSTILE_NAMESPACE, HOSTILE_POD, HOSTILE_CONTAINER, previous, f"log text {previous}\n")
+        for previous in (False, True)
+    )
+    return replace(evidence, logs=logs)
+
+
+@pytest.mark.parametrize("destination", ["b", "b.tar.gz"])
+def test_capture_of_names_holding_dot_dot_writes_nothing_outside_the_bundle(destination: str, tmp_path: Path) -> None:
+    before = tree(tmp_path)
+    written = write_bundle(hostile_evidence(), tmp_path / "out" / destination, CAPTURED_AT)
+
+    created = tree(tmp_path) - before
+    assert all(name == "out" or name.startswith(f"out/{destination}") for name in created), created
+    if written.is_file():
+        with tarfile.open(written) as archive:
+            names = archive.getnames()
+        assert not [name for name in names if name.startswith("/") or ".." in name.split("/")], names
+    cluster, _metrics, _manifest = open_bundle(written)
+    for previous in (False, True):  # read back under the same names
+        request = LogRequest(HOSTILE_NAMESPACE, HOSTILE_POD, HOSTILE_CONTAINER, previous)
+        assert cluster.logs(request) == f"log text {previous}\n"
+
+
+def test_recapturing_a_tarball_with_dot_dot_member_names_writes_nothing_outside(tmp_path: Path) -> None:
+    """The probe's attack: a container named ``../../…/outside/evil`` and an archive member at that path."""
+    escape = "../" * 30 + (tmp_path / "outside" / "evil").as_posix().lstrip("/")
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "x-predictor-1",
+            "namespace": "llm",
+            "labels": {"serving.kserve.io/inferenceservice": "x"},
+        },
+        "status": {"containerStatuses": [{"name": escape, "restartCount": 0}]},
+    }
+    files = bundle_files([BUNDLE_ISVC, pod], "llm", "x")
+    files[f"logs/llm/x-predictor-1/{escape}.log"] = b"2026-01-15T11:30:00Z planted\n"
+    hostile = tmp_path / "hostile.tar.gz"
+    with tarfile.open(hostile, "w:gz") as archive:
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"b/{name}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    before = tree(tmp_path)
+
+    for out in ("recaptured", "recaptured.tar.gz"):
+        result = kserve_runbook("capture", "--bundle", str(hostile), "--out", str(tmp_path / out), cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+
+    assert not (tmp_path / "outside").exists()
+    created = tree(tmp_path) - before
+    assert all(name.startswith(("recaptured/", "recaptured.tar.gz")) or name == "recaptured" for name in created)
+    with tarfile.open(tmp_path / "recaptured.tar.gz") as archive:
+        assert not [name for name in archive.getnames() if ".." in name.split("/")]
+
+
+@pytest.mark.parametrize("link", ["file", "folder"])
+def test_a_symlink_in_a_directory_bundle_is_refused_and_never_followed(link: str, tmp_path: Path) -> None:
+    secret = tmp_path / "elsewhere"
+    secret.mkdir()
+    (secret / "secret.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: stolen, namespace: llm}\n")
+    bundle = write_bundle_files(healthy_members(), tmp_path / "bundle")
+    if link == "file":
+        (bundle / "objects" / "linked.yaml").symlink_to(secret / "secret.yaml")
+        expected = "objects/linked.yaml is a symbolic link, and links in a bundle are not followed"
+    else:
+        (bundle / "objects" / "linked").symlink_to(secret, target_is_directory=True)
+        expected = "objects/linked is a symbolic link, and links in a bundle are not followed"
+
+    assert_one_line_error(kserve_runbook("triage", "--bundle", str(bundle), cwd=tmp_path), expected)
+    recapture = kserve_runbook("capture", "--bundle", str(bundle), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert_one_line_error(recapture, expected)
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_output_folder_named_from_a_bundle_stays_under_outputs(tmp_path: Path) -> None:
+    """The helper the CLI names run folders with: a bundle's ``a/../../b`` namespace cannot climb out."""
+    outputs = tmp_path / "outputs"
+    folder = child_path(outputs, f"20260115T120000Z-{HOSTILE_NAMESPACE}-x")
+    assert folder.parent == outputs and folder.name.startswith("20260115T120000Z-a_.._.._b-x_")
+    assert child_path(outputs, "20260115T120000Z-llm-vllm-llm") == outputs / "20260115T120000Z-llm-vllm-llm"

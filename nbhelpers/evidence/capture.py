@@ -1,6 +1,9 @@
 """Turn :class:`~nbhelpers.evidence.model.Evidence` into evidence bundle files (docs/contracts.md#evidence-bundle).
 
-The evidence is already redacted by ``gather()``; this module only lays it out.
+The evidence is already redacted by ``gather()``; this module only lays it out. Names that come
+from the cluster (namespace, pod, container) become file names only through the bundle module's
+``*_file_name`` helpers, which make each one a single safe path component; the writer refuses any
+other name.
 Output is deterministic for the same evidence and capture time, so generated
 scenario bundles are reproducible byte for byte.
 """
@@ -18,15 +21,31 @@ from nbhelpers import __version__
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.metrics.series import MetricData
 from nbhelpers.sources import kube
-from nbhelpers.sources.bundle import BUNDLE_VERSION, write_bundle_files
+from nbhelpers.sources.bundle import (
+    BUNDLE_VERSION,
+    log_file_name,
+    metrics_file_name,
+    objects_file_name,
+    write_bundle_files,
+)
 from nbhelpers.util.redaction import REDACTED
 from nbhelpers.util.times import format_time
+
+_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _PlainDumper(_DUMPER):  # type: ignore[misc]
+    """Never writes anchors and aliases (a value shared by two objects is written twice), as kubectl does."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _yaml_documents(objects: list[dict[str, Any]]) -> bytes:
     # Keys keep the API server's order: patches copy lists from these objects, and a replay must match the live run.
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    return yaml.dump_all(objects, Dumper=dumper, sort_keys=False, default_flow_style=False, allow_unicode=True).encode()
+    return yaml.dump_all(
+        objects, Dumper=_PlainDumper, sort_keys=False, default_flow_style=False, allow_unicode=True
+    ).encode()
 
 
 def _json(document: Any) -> bytes:
@@ -63,11 +82,11 @@ def bundle_files(evidence: Evidence, captured_at: datetime, tool_version: str = 
     files: dict[str, bytes] = {"manifest.json": _json(manifest(evidence, captured_at, tool_version))}
     for key, objects in sorted(evidence.objects.items()):
         ordered = sorted(objects, key=kube.ref)
-        files[f"objects/{key}.yaml"] = _yaml_documents([dict(obj) for obj in ordered])
+        files[objects_file_name(key)] = _yaml_documents([dict(obj) for obj in ordered])
     if evidence.events:
         files["objects/Event.yaml"] = _yaml_documents([dict(event) for event in evidence.events])
     for log in evidence.logs:
-        files[f"logs/{log.namespace}/{log.pod}/{log.file_name}"] = log.text.encode()
+        files[log_file_name(log.namespace, log.pod, log.container, log.previous)] = log.text.encode()
     index: dict[str, Any] = {}
     for query_id, data in sorted(evidence.metrics.items()):
         index[query_id] = {
@@ -80,7 +99,7 @@ def bundle_files(evidence: Evidence, captured_at: datetime, tool_version: str = 
             "error": data.error,
         }
         if data.status in ("ok", "empty"):
-            files[f"metrics/{query_id}.json"] = _json(_matrix(data))
+            files[metrics_file_name(query_id)] = _json(_matrix(data))
     if index:
         files["metrics/index.json"] = _json(index)
     return files

@@ -6,7 +6,6 @@ it could not see; secrets are redacted before anything is kept.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -28,7 +27,9 @@ from nbhelpers.sources.base import (
     describe_logs,
 )
 from nbhelpers.sources.kube import KubeObject
+from nbhelpers.util.limits import LimitExceeded
 from nbhelpers.util.redaction import redact_objects, redact_text
+from nbhelpers.util.safe_load import load_json
 from nbhelpers.util.times import Window, parse_k8s_time, query_step_seconds
 
 MAX_LOG_PODS = 3
@@ -222,10 +223,10 @@ def detect_deployment_mode(isvc: KubeObject, config: KubeObject | None) -> tuple
     )
     if not raw and config is not None:
         try:
-            deploy = json.loads((config.get("data") or {}).get("deploy") or "{}")
-        except json.JSONDecodeError:
+            deploy = load_json(str((config.get("data") or {}).get("deploy") or "{}"))
+        except (ValueError, LimitExceeded):
             deploy = {}
-        raw = str(deploy.get("defaultDeploymentMode") or "")
+        raw = str(deploy.get("defaultDeploymentMode") or "") if isinstance(deploy, dict) else ""
     if not raw:
         return "", "unknown"
     return raw, _MODE_NAMES.get(raw.lower(), "unknown")

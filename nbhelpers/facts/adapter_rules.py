@@ -22,6 +22,8 @@ from typing import Any
 import yaml
 
 from nbhelpers.sources import kube
+from nbhelpers.util.limits import LimitExceeded
+from nbhelpers.util.safe_load import load_yaml
 
 CONFIG_KEY = "config.yaml"
 ADAPTER_LABEL = "app.kubernetes.io/name=prometheus-adapter"
@@ -104,9 +106,11 @@ class AdapterConfig:
 def parse_config(text: str, source: str = "") -> AdapterConfig:
     """Parse an adapter ``config.yaml``; raises ``ValueError`` on text that is not such a configuration."""
     try:
-        document = yaml.safe_load(text) or {}
+        document = load_yaml(text) or {}
     except yaml.YAMLError as error:
         raise ValueError(f"not YAML: {error}") from None
+    except LimitExceeded as error:  # a config map is hostile input too: no alias bombs, no depth bombs
+        raise ValueError(str(error)) from None
     if not isinstance(document, Mapping):
         raise ValueError("the configuration is not a mapping")
     rules = [

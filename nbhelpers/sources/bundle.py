@@ -14,17 +14,23 @@ on the bundle sees exactly what the live run saw.
 
 from __future__ import annotations
 
+import bz2
+import contextlib
 import gzip
 import io
 import json
+import lzma
 import os
+import shutil
+import stat
 import tarfile
 import tempfile
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path, PurePosixPath
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import yaml
 
@@ -40,11 +46,12 @@ from nbhelpers.sources.base import (
     series_from_matrix,
 )
 from nbhelpers.sources.kube import KubeObject
+from nbhelpers.util import limits
+from nbhelpers.util.safe_load import load_json, load_yaml_documents
+from nbhelpers.util.safe_paths import inside, safe_component, safe_relative
 from nbhelpers.util.times import Window, parse_time
 
 BUNDLE_VERSION = 1
-# libyaml's parser is ~10x faster than the pure-Python one on large kubectl dumps.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,13 @@ class Manifest:
 
 
 class BundleFiles:
-    """The files of a bundle directory or .tar.gz, addressed by POSIX relative path."""
+    """The files of a bundle directory or .tar.gz, addressed by POSIX relative path.
+
+    A bundle is hostile input: entries, sizes and the archive's own size are checked against
+    :mod:`nbhelpers.util.limits` before anything is read, links are never followed, sparse
+    members and special files are refused, and archive members with names no bundle holds
+    (absolute, ``..``, control characters) are left out.
+    """
 
     def __init__(self, location: Path, files: dict[str, bytes] | None = None) -> None:
         self.location = location
@@ -88,34 +101,10 @@ class BundleFiles:
 
     def _load(self, location: Path) -> dict[str, bytes]:
         if location.is_dir():
-            return {
-                path.relative_to(location).as_posix(): path.read_bytes()
-                for path in sorted(location.rglob("*"))
-                if path.is_file()
-            }
+            return _read_directory(location)
         if location.is_file():
-            return self._read_tar(location)
+            return _read_archive(location)
         raise BundleError(f"bundle {location} does not exist")
-
-    @staticmethod
-    def _read_tar(location: Path) -> dict[str, bytes]:
-        files: dict[str, bytes] = {}
-        try:
-            with tarfile.open(location, "r:*") as archive:
-                members = [member for member in archive.getmembers() if member.isfile()]
-                for member in members:
-                    extracted = archive.extractfile(member)
-                    if extracted is not None:
-                        files[str(PurePosixPath(member.name))] = extracted.read()
-        except (tarfile.TarError, EOFError, OSError) as error:
-            reason = "not a tar archive, or cut short" if isinstance(error, tarfile.ReadError) else error
-            raise BundleError(f"bundle {location} is not a readable .tar.gz ({reason})") from None
-        # A tarball usually holds one top-level folder: address files relative to it.
-        roots = {name.split("/", 1)[0] for name in files}
-        if "manifest.json" not in files and len(roots) == 1:
-            root = roots.pop() + "/"
-            files = {name[len(root) :]: data for name, data in files.items() if name.startswith(root)}
-        return files
 
     def under(self, prefix: str) -> Iterator[tuple[str, bytes]]:
         for name, data in self.files.items():
@@ -127,10 +116,181 @@ class BundleFiles:
         return None if data is None else data.decode("utf-8", errors="replace")
 
 
+class _Budget:
+    """What a bundle being read may still hold: entries, bytes per file, bytes in all."""
+
+    def __init__(self, location: Path) -> None:
+        self.location = location
+        self.entries = 0
+        self.total = 0
+        self.max_entries = limits.MAX_BUNDLE_FILES.value
+        self.max_file = limits.MAX_BUNDLE_FILE_BYTES.value
+        self.max_total = limits.MAX_BUNDLE_UNCOMPRESSED_BYTES.value
+
+    def refuse(self, reason: object) -> BundleError:
+        return BundleError(f"bundle {self.location}: {reason}")
+
+    def entry(self) -> None:
+        self.entries += 1
+        if self.entries > self.max_entries:
+            raise self.refuse(limits.MAX_BUNDLE_FILES.exceeded(f"it holds more than {self.max_entries:,} entries"))
+
+    def file(self, name: str, size: int) -> None:
+        """Account for ``size`` bytes of ``name``, before they are read."""
+        if size > self.max_file:
+            raise self.refuse(limits.MAX_BUNDLE_FILE_BYTES.exceeded(f"{_shown(name)} is {limits.format_bytes(size)}"))
+        self.total += size
+        if self.total > self.max_total:
+            finding = f"its files add up to more than {limits.format_bytes(self.max_total)}"
+            raise self.refuse(limits.MAX_BUNDLE_UNCOMPRESSED_BYTES.exceeded(finding))
+
+
+def _shown(name: str) -> str:
+    """A name from a bundle as it may appear in a one-line message."""
+    return repr(name) if not name.isprintable() or len(name) > 200 else name
+
+
+def _read_directory(location: Path) -> dict[str, bytes]:
+    """Every regular file under ``location``; a link or a special file is refused, never followed."""
+    budget = _Budget(location)
+    found: list[tuple[str, Path]] = []
+    for folder, subfolders, names in os.walk(location, followlinks=False):
+        subfolders.sort()
+        for name in sorted([*subfolders, *names]):
+            path = Path(folder) / name
+            relative = path.relative_to(location).as_posix()
+            budget.entry()
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                raise budget.refuse(
+                    f"{_shown(relative)} is a symbolic link, and links in a bundle are not followed: "
+                    "replace it with the file it points to, or remove it"
+                )
+            if stat.S_ISDIR(mode):
+                continue
+            if not stat.S_ISREG(mode):
+                raise budget.refuse(f"{_shown(relative)} is not a regular file (a pipe, socket or device)")
+            budget.file(relative, path.lstat().st_size)
+            found.append((relative, path))
+    return {relative: _read_regular(path, budget) for relative, path in found}
+
+
+def _read_regular(path: Path, budget: _Budget) -> bytes:
+    """A regular file's bytes, read without following a link put in its place since it was listed."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        descriptor = os.open(path, flags)
+    except OSError as error:
+        raise budget.refuse(
+            f"{path.relative_to(budget.location).as_posix()} cannot be read ({error.strerror})"
+        ) from None
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise budget.refuse(f"{path.relative_to(budget.location).as_posix()} is not a regular file")
+        data = handle.read(budget.max_file + 1)
+    if len(data) > budget.max_file:  # it grew after it was listed
+        budget.file(path.relative_to(budget.location).as_posix(), len(data))
+    return data
+
+
+# Compressed archives by their first bytes; anything else is read as a plain tar.
+_DECOMPRESSORS: tuple[tuple[bytes, Callable[[BinaryIO], Any]], ...] = (
+    (b"\x1f\x8b", lambda raw: gzip.GzipFile(fileobj=raw, mode="rb")),
+    (b"BZh", lambda raw: bz2.BZ2File(raw, mode="rb")),
+    (b"\xfd7zXZ\x00", lambda raw: lzma.LZMAFile(raw, mode="rb")),  # noqa: SIM115 - closed by the caller
+)
+# Tar headers (names, PAX records) of a bundle take a few hundred bytes per member: more is a bomb.
+HEADER_ALLOWANCE = 16 * limits.MIB
+
+
+class _Expansion:
+    """The decompressed archive as tarfile reads it, refused once it outgrows what was accounted for:
+    the members' declared sizes (each checked before its data is read) plus :data:`HEADER_ALLOWANCE`."""
+
+    def __init__(self, stream: Any, budget: _Budget) -> None:
+        self.stream = stream
+        self.budget = budget
+        self.consumed = 0
+
+    def read(self, size: int = -1) -> bytes:
+        allowed = self.budget.total + HEADER_ALLOWANCE - self.consumed + 1
+        data: bytes = self.stream.read(allowed if size < 0 else min(size, allowed))
+        self.consumed += len(data)
+        if self.consumed > self.budget.total + HEADER_ALLOWANCE:
+            raise self.budget.refuse(
+                f"its tar headers expand to more than {limits.format_bytes(HEADER_ALLOWANCE)} (no bundle has such headers)"
+            )
+        return data
+
+
+def _read_archive(location: Path) -> dict[str, bytes]:
+    """The regular files of a (compressed) tar archive. A first pass reads the headers only and checks
+    every limit, so no member's data is held before the archive as a whole is known to fit."""
+    size = location.stat().st_size
+    if size > limits.MAX_BUNDLE_BYTES.value:
+        finding = f"bundle {location}: the archive is {limits.format_bytes(size)}"
+        raise BundleError(str(limits.MAX_BUNDLE_BYTES.exceeded(finding)))
+    files: dict[str, bytes] = {}
+    try:
+        with open(location, "rb") as raw:
+            for _archive, _member in _checked_members(raw, _Budget(location)):
+                pass  # headers and limits only: the data is skipped
+            raw.seek(0)
+            for archive, member in _checked_members(raw, _Budget(location)):
+                name = _member_name(member.name)
+                extracted = archive.extractfile(member)
+                if name is not None and extracted is not None:
+                    files[name] = extracted.read()
+    except BundleError:
+        raise
+    except (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError) as error:
+        reason = "not a tar archive, or cut short" if isinstance(error, tarfile.ReadError) else error
+        raise BundleError(f"bundle {location} is not a readable .tar.gz ({reason})") from None
+    # A tarball usually holds one top-level folder: address files relative to it.
+    roots = {name.split("/", 1)[0] for name in files}
+    if "manifest.json" not in files and len(roots) == 1:
+        root = roots.pop() + "/"
+        files = {name[len(root) :]: data for name, data in files.items() if name.startswith(root)}
+    return files
+
+
+def _checked_members(raw: BinaryIO, budget: _Budget) -> Iterator[tuple[tarfile.TarFile, tarfile.TarInfo]]:
+    """The archive's regular members, each counted and checked against the limits before it is yielded
+    (directories, links and devices are counted, never followed or read; a sparse member is refused)."""
+    magic = raw.read(6)
+    raw.seek(0)
+    opener = next((opener for prefix, opener in _DECOMPRESSORS if magic.startswith(prefix)), None)
+    with (
+        opener(raw) if opener is not None else contextlib.nullcontext(raw) as stream,
+        tarfile.open(fileobj=_Expansion(stream, budget), mode="r|") as archive,  # type: ignore[call-overload]
+    ):
+        for member in archive:
+            budget.entry()
+            if member.issparse():
+                raise budget.refuse(
+                    f"{_shown(member.name)} is a sparse file, which expands beyond its size in the archive: "
+                    "bundles never hold one"
+                )
+            if member.isfile():
+                budget.file(member.name, member.size)
+                yield archive, member
+
+
+def _member_name(raw: str) -> str | None:
+    """An archive member's name as a bundle path; None for a name no bundle writes (absolute, ``..``,
+    control characters)."""
+    parts = [part for part in raw.split("/") if part not in ("", ".")]
+    if raw.startswith("/") or not parts or any(part == ".." or not part.isprintable() for part in parts):
+        return None
+    return "/".join(parts)
+
+
 def read_manifest(files: BundleFiles) -> Manifest:
     try:
-        raw = json.loads(files.files["manifest.json"])
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raw = load_json(files.files["manifest.json"])
+    except limits.LimitExceeded as error:
+        raise BundleError(f"bundle {files.location}: manifest.json: {error}") from None
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
         raise BundleError(f"bundle {files.location}: manifest.json is not valid JSON ({error})") from None
     if not isinstance(raw, dict):
         raise BundleError(f"bundle {files.location}: manifest.json is not a JSON object")
@@ -159,7 +319,9 @@ def _has_shape(value: Any, shape: str) -> bool:
 
 def _documents(name: str, data: bytes) -> Iterator[KubeObject]:
     try:
-        documents = list(yaml.load_all(data.decode("utf-8", errors="replace"), Loader=_YAML_LOADER))
+        documents = load_yaml_documents(data.decode("utf-8", errors="replace"))
+    except limits.LimitExceeded as error:
+        raise BundleError(f"bundle file {name}: {error}") from None
     except yaml.YAMLError as error:
         raise BundleError(f"bundle file {name} is not valid YAML ({str(error).splitlines()[0]})") from None
     for document in documents:
@@ -177,27 +339,17 @@ def _documents(name: str, data: bytes) -> Iterator[KubeObject]:
             yield _well_formed(name, document)
 
 
-# Fields every reader of an object relies on, and the type the API server guarantees for them.
-_OBJECT_FIELDS = ("metadata", "spec", "status", "data", "involvedObject", "regarding")
-_METADATA_MAPS = ("labels", "annotations")
-
-
 def _well_formed(file_name: str, obj: KubeObject) -> KubeObject:
-    """``obj``, or a ``BundleError`` when a hand-edited file broke a field the API server always types.
+    """``obj``, or a ``BundleError`` when a hand-edited file broke a field the API server always types
+    (:func:`~nbhelpers.sources.kube.shape_problem`).
 
     Only kinds the tool reads are checked (others are ignored anyway: a ``kind: Status`` has a string status).
     """
     if kinds.kind_for(str(obj.get("apiVersion", "")), str(obj.get("kind", ""))) is None:
         return obj
-    metadata = obj.get("metadata")
-    shown = f"{obj.get('kind')} {metadata.get('name') if isinstance(metadata, dict) else ''}".strip()
-    for field in _OBJECT_FIELDS:
-        if obj.get(field) is not None and not isinstance(obj[field], dict):
-            raise BundleError(f"bundle file {file_name}: {shown}: {field} is not an object")
-    for field in _METADATA_MAPS:
-        values = (metadata or {}).get(field)
-        if values is not None and not (isinstance(values, dict) and all(isinstance(v, str) for v in values.values())):
-            raise BundleError(f"bundle file {file_name}: {shown}: metadata.{field} is not a map of strings")
+    problem = kube.shape_problem(obj)
+    if problem is not None:
+        raise BundleError(f"bundle file {file_name}: {problem}")
     return obj
 
 
@@ -282,8 +434,7 @@ class BundleCluster:
 
     def logs(self, request: LogRequest) -> str:
         self._replay_failure(describe_logs(request))
-        suffix = ".previous.log" if request.previous else ".log"
-        text = self.files.text(f"logs/{request.namespace}/{request.pod}/{request.container}{suffix}")
+        text = self.files.text(log_file_name(request.namespace, request.pod, request.container, request.previous))
         if text is None:
             raise ReadFailed(describe_logs(request), "missing", "no log in the bundle")
         # As the kubelet does: take the last tailLines lines, then at most limitBytes from their start.
@@ -300,8 +451,10 @@ class BundleMetrics:
         self.files = files
         index_text = files.text("metrics/index.json")
         try:
-            self.index: dict[str, Any] = json.loads(index_text) if index_text else {}
-        except json.JSONDecodeError as error:
+            self.index: dict[str, Any] = load_json(index_text) if index_text else {}
+        except limits.LimitExceeded as error:
+            raise BundleError(f"bundle file metrics/index.json: {error}") from None
+        except ValueError as error:
             raise BundleError(f"bundle metrics/index.json is not valid JSON ({error})") from None
         if not isinstance(self.index, dict) or not all(isinstance(entry, dict) for entry in self.index.values()):
             raise BundleError("bundle metrics/index.json is not an object of query entries")
@@ -318,12 +471,15 @@ class BundleMetrics:
         if entry.get("promql") != promql:
             # The capture fell back to a later template: earlier templates had no series.
             return RangeResult(promql=promql)
-        text = self.files.text(f"metrics/{query_id}.json")
+        file_name = metrics_file_name(query_id)
+        text = self.files.text(file_name)
         if text is None:
             return RangeResult(promql=promql)
         try:
-            recorded = series_from_matrix(json.loads(text), promql)
-        except (TypeError, ValueError, AttributeError) as error:  # JSONDecodeError is a ValueError
+            recorded = series_from_matrix(load_json(text), promql)
+        except limits.LimitExceeded as error:
+            raise BundleError(f"bundle file {file_name}: {error}") from None
+        except (TypeError, ValueError, AttributeError, OverflowError) as error:  # JSONDecodeError is a ValueError
             raise ReadFailed(query_id, "error", f"recorded answer is malformed ({error})") from None
         low, high = start.timestamp(), end.timestamp()
         series = tuple(
@@ -342,16 +498,40 @@ def open_bundle(
     return BundleCluster(files, manifest), BundleMetrics(files), manifest
 
 
+def log_file_name(namespace: str, pod: str, container: str, previous: bool = False) -> str:
+    """Where a container's log lives in a bundle: ``logs/<namespace>/<pod>/<container>[.previous].log``.
+
+    Each name is made one safe path component (:func:`~nbhelpers.util.safe_paths.safe_component`): the
+    writer and the reader both name files through here, so a container called ``../../x`` is written,
+    and found again, as ``logs/<ns>/<pod>/_.._x_<hash>.log``, inside the bundle.
+    """
+    suffix = ".previous.log" if previous else ".log"
+    return f"logs/{safe_component(namespace)}/{safe_component(pod)}/{safe_component(container)}{suffix}"
+
+
+def objects_file_name(kind_key: str) -> str:
+    return f"objects/{safe_component(kind_key)}.yaml"
+
+
+def metrics_file_name(query_id: str) -> str:
+    return f"metrics/{safe_component(query_id)}.json"
+
+
 def write_bundle_files(files: dict[str, bytes], destination: Path) -> Path:
     """Write ``files`` as a directory, or as a .tar.gz when ``destination`` ends with .tar.gz/.tgz.
 
-    The result appears atomically: everything is written under a temporary name first.
-    Tar members get fixed metadata so the same files give the same bytes.
+    Every name must be a relative path of plain names (:func:`~nbhelpers.util.safe_paths.safe_relative`),
+    so nothing is written outside ``destination`` and no archive member names another place; a
+    name that is not is refused before anything is written. The result appears atomically:
+    everything is written under a temporary name first. Tar members get fixed metadata so the same
+    files give the same bytes.
     """
+    for name in files:
+        safe_relative(name)
     destination.parent.mkdir(parents=True, exist_ok=True)
     if destination.name.endswith((".tar.gz", ".tgz")):
         buffer = io.BytesIO()
-        root = destination.name.removesuffix(".tar.gz").removesuffix(".tgz")
+        root = safe_component(destination.name.removesuffix(".tar.gz").removesuffix(".tgz") or "bundle")
         with (
             gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as compressed,
             tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as archive,
@@ -366,11 +546,17 @@ def write_bundle_files(files: dict[str, bytes], destination: Path) -> Path:
         os.replace(temporary, destination)
         return destination
     staging = Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}-"))
-    for name, data in files.items():
-        path = staging / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    if destination.exists():
-        destination.rmdir()  # only an empty directory reaches here (the CLI refuses a non-empty one)
-    os.replace(staging, destination)
+    try:
+        for name, data in files.items():
+            path = inside(staging, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+            with os.fdopen(os.open(path, flags, 0o644), "wb") as out:
+                out.write(data)
+        if destination.exists():
+            destination.rmdir()  # only an empty directory reaches here (the CLI refuses a non-empty one)
+        os.replace(staging, destination)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return destination

@@ -15,7 +15,6 @@ a :class:`RunbookError` with one line saying what to fix.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
@@ -33,6 +32,7 @@ from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
 
 from nbhelpers.errors import ReadFailed, RunbookError
+from nbhelpers.sources import kube
 from nbhelpers.sources.base import (
     LogRequest,
     describe_get,
@@ -42,6 +42,8 @@ from nbhelpers.sources.base import (
 )
 from nbhelpers.sources.kinds import Kind
 from nbhelpers.sources.kube import KubeObject
+from nbhelpers.util import limits
+from nbhelpers.util.safe_load import load_json
 
 PAGE_SIZE = 500
 DEFAULT_KUBECONFIG = "~/.kube/config"
@@ -192,8 +194,8 @@ class _Answer:
     def message(self) -> str:
         """The API server's own message from a ``Status`` body, else the start of the body."""
         try:
-            document = json.loads(self.body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            document = load_json(self.body)
+        except (ValueError, limits.LimitExceeded):  # JSONDecodeError, UnicodeDecodeError
             document = None
         if isinstance(document, dict) and document.get("message"):
             return str(document["message"])
@@ -296,12 +298,22 @@ def _http_failure(what: str, answer: _Answer) -> ReadFailed:
 
 def _decode_json(what: str, answer: _Answer) -> dict[str, Any]:
     try:
-        document = json.loads(answer.body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        document = load_json(answer.body)
+    except limits.LimitExceeded as error:
+        raise ReadFailed(what, "error", f"answer from the API server refused: {error}") from None
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
         raise ReadFailed(what, "error", f"malformed answer from the API server (not JSON: {error})") from None
     if not isinstance(document, dict):
         raise ReadFailed(what, "error", "malformed answer from the API server (not a JSON object)")
     return document
+
+
+def _well_formed(what: str, obj: KubeObject) -> KubeObject:
+    """``obj``, or ``ReadFailed`` when the server broke a field its schema types (:func:`kube.shape_problem`)."""
+    problem = kube.shape_problem(obj)
+    if problem is not None:
+        raise ReadFailed(what, "error", f"malformed answer from the API server ({problem})")
+    return obj
 
 
 # --- the source ------------------------------------------------------------------------------
@@ -361,7 +373,7 @@ class LiveCluster:
                     )
                 # Items of a list answer carry no apiVersion/kind; the checks need both.
                 item["apiVersion"], item["kind"] = api_version, kind.kind
-                items.append(item)
+                items.append(_well_formed(what, item))
             token = str((page.get("metadata") or {}).get("continue") or "")
             if not token:
                 return items
@@ -376,7 +388,7 @@ class LiveCluster:
         answer = self._transport.get(what, path)
         if answer.status == 404 and answer.message() != _UNKNOWN_RESOURCE:
             return None
-        return self._expect_json(what, answer)
+        return _well_formed(what, self._expect_json(what, answer))
 
     def logs(self, request: LogRequest) -> str:
         what = describe_logs(request)

@@ -21,6 +21,50 @@ AUTOSCALER_CLASS_ANNOTATION = "serving.kserve.io/autoscalerClass"
 SERVING_CONTAINER = "kserve-container"
 
 
+# Fields every reader of an object relies on, and the type the API server guarantees for them.
+_OBJECT_FIELDS = ("metadata", "spec", "status", "data", "involvedObject", "regarding")
+_METADATA_MAPS = ("labels", "annotations")
+
+
+def shape_problem(obj: Mapping[str, Any]) -> str | None:
+    """What breaks a field the API server always types, in ``obj``; ``None`` when nothing does.
+
+    Checked: the fields every reader relies on (``metadata``, ``spec``, ``status`` ... are objects, labels
+    and annotations maps of strings) and the numbers read outside the checks, whose failure would stop
+    the whole run rather than one step (an Event's ``count`` and ``series.count``, a container status'
+    ``restartCount``: integers). A check that meets a wrong type deeper down fails alone.
+    """
+    meta = obj.get("metadata")
+    shown = f"{obj.get('kind')} {meta.get('name') if isinstance(meta, dict) else ''}".strip()
+    for field in _OBJECT_FIELDS:
+        if obj.get(field) is not None and not isinstance(obj[field], dict):
+            return f"{shown}: {field} is not an object"
+    for field in _METADATA_MAPS:
+        values = (meta or {}).get(field)
+        if values is not None and not (isinstance(values, dict) and all(isinstance(v, str) for v in values.values())):
+            return f"{shown}: metadata.{field} is not a map of strings"
+    if obj.get("kind") == "Event":
+        series = obj.get("series")
+        if series is not None and not isinstance(series, dict):
+            return f"{shown}: series is not an object"
+        for field, value in (("count", obj.get("count")), ("series.count", (series or {}).get("count"))):
+            if value is not None and not _is_integer(value):
+                return f"{shown}: {field} is not an integer"
+    for field in ("containerStatuses", "initContainerStatuses"):
+        entries = (obj.get("status") or {}).get(field)
+        if entries is None:
+            continue
+        if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
+            return f"{shown}: status.{field} is not a list of objects"
+        if any(entry.get("restartCount") is not None and not _is_integer(entry["restartCount"]) for entry in entries):
+            return f"{shown}: status.{field}[].restartCount is not an integer"
+    return None
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 

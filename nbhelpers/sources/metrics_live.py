@@ -22,6 +22,8 @@ from urllib3.util.retry import Retry
 
 from nbhelpers.errors import ReadFailed, RunbookError
 from nbhelpers.sources.base import RangeResult, request_timeout, series_from_matrix
+from nbhelpers.util.limits import MAX_NESTING_DEPTH, LimitExceeded
+from nbhelpers.util.safe_load import check_depth, load_json
 
 # Answers worth a second try: overload and gateway errors in front of Prometheus. Not 503: Prometheus
 # answers 503 for a query that timed out or was cancelled, and running it again costs the same time.
@@ -89,9 +91,15 @@ class LiveMetrics:
                 )
             if not isinstance(result, list):
                 raise TypeError("data.result is not a list")
+            check_depth(result)
             return series_from_matrix({"data": {"resultType": "matrix", "result": result}}, promql)
         except requests.HTTPError as failure:
             raise _http_failure(query_id, failure.response) from None
+        except RecursionError:  # the JSON decoder's own depth limit, far above ours
+            error = MAX_NESTING_DEPTH.exceeded("a document nested too deep to parse")
+            raise ReadFailed(query_id, "error", f"answer from {self.url} refused: {error}") from None
+        except LimitExceeded as failure:
+            raise ReadFailed(query_id, "error", f"answer from {self.url} refused: {failure}") from None
         except requests.Timeout:
             raise ReadFailed(query_id, "timeout", f"no answer from {self.url} within the timeout") from None
         except requests.exceptions.SSLError as failure:
@@ -105,7 +113,7 @@ class LiveMetrics:
             raise ReadFailed(
                 query_id, "unreachable", f"cannot connect to {self.url} ({_root_cause(failure)})"
             ) from None
-        except (ValueError, KeyError, TypeError, PrometheusApiClientException) as failure:
+        except (ValueError, KeyError, TypeError, OverflowError, PrometheusApiClientException) as failure:
             # A body that is not JSON (ValueError), JSON without a matrix in data.result, samples that are not numbers.
             detail = f"no {failure} field" if isinstance(failure, KeyError) else _first_line(failure)
             raise ReadFailed(query_id, "error", f"malformed answer from {self.url}: {detail}") from None
@@ -163,8 +171,8 @@ def _http_failure(query_id: str, response: requests.Response | None) -> ReadFail
 def _prometheus_error(response: requests.Response) -> tuple[str, str]:
     """(errorType, error) from Prometheus' JSON error body, else ("", the start of the body)."""
     try:
-        body = response.json()
-    except ValueError:
+        body = load_json(response.content)
+    except (ValueError, LimitExceeded):
         body = None
     if isinstance(body, dict) and body.get("error"):
         return str(body.get("errorType") or ""), str(body["error"])
