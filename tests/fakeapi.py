@@ -193,14 +193,15 @@ def rules_of_cluster_roles(path: Path) -> list[PolicyRule]:
 class Injection:
     """Answer requests whose path matches ``pattern`` (fnmatch) after ``delay`` seconds.
 
-    ``status`` answers with a ``Status`` error; ``body`` answers 200 with that raw text (a malformed answer).
+    ``status`` answers with a ``Status`` error; ``body`` answers 200 with that raw text (a malformed answer),
+    or with what it returns for the request's query when it is a function (an answer that changes per request).
     """
 
     pattern: str
     status: int | None = None
     delay: float = 0.0
     message: str | None = None
-    body: str | None = None
+    body: str | Callable[[Mapping[str, str]], Answer] | None = None
 
 
 class ApiError(Exception):
@@ -801,7 +802,7 @@ class FakeApiServer:
         status: int | None = None,
         delay: float = 0.0,
         message: str | None = None,
-        body: str | None = None,
+        body: str | Callable[[Mapping[str, str]], Answer] | None = None,
     ) -> None:
         """Make paths matching ``pattern`` (fnmatch, e.g. ``/api/v1/namespaces/llm/events``) fail or stall."""
         with self._lock:
@@ -867,6 +868,8 @@ class FakeApiServer:
                     _REASONS.get(injection.status, "Unknown"),
                     injection.message or _default_message(injection.status, path),
                 )
+            if callable(injection.body):
+                return injection.body(query)
             if injection.body is not None:
                 return injection.body
         return self.router.answer(path, query)

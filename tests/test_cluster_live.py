@@ -7,7 +7,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -175,6 +175,49 @@ def test_list_pages_with_limit_and_continue(fake_api: FakeApiServer, kubeconfig:
     assert [query["limit"] for query in queries] == [str(PAGE_SIZE)] * 3
     assert "continue" not in queries[0]
     assert queries[1]["continue"] and queries[2]["continue"] and queries[1]["continue"] != queries[2]["continue"]
+
+
+def endless_configmap_pages(query: Mapping[str, str]) -> str:
+    following = int(query.get("continue") or 0) + 1
+    item = {"metadata": {"name": f"cm-{following}", "namespace": "bulk"}}
+    return json.dumps({"kind": "ConfigMapList", "metadata": {"continue": str(following)}, "items": [item]})
+
+
+def test_a_list_stops_at_the_page_limit(
+    fake_api: FakeApiServer, kubeconfig: Path, connect: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KSERVE_RUNBOOK_MAX_LIST_PAGES", "7")
+    fake_api.inject("/api/v1/namespaces/bulk/configmaps", body=endless_configmap_pages)
+
+    with pytest.raises(ReadFailed) as failed:
+        connect(kubeconfig).list(kinds.CONFIG_MAP, "bulk")
+
+    assert (failed.value.what, failed.value.status) == ("ConfigMap in bulk", "error")
+    assert failed.value.reason == (
+        "the API server still sent a continue token after 7 pages: over the limit of 7 for the pages of one list "
+        "from the API server (raise it with KSERVE_RUNBOOK_MAX_LIST_PAGES=N)"
+    )
+    assert len(fake_api.requests) == 7
+
+
+def test_a_list_stops_at_the_item_limit(
+    fake_api: FakeApiServer, kubeconfig: Path, connect: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KSERVE_RUNBOOK_MAX_LIST_ITEMS", "1000")
+    fake_api.cluster.add_all(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"cm-{index:04d}", "namespace": "bulk"}}
+        for index in range(2 * PAGE_SIZE + 1)
+    )
+    with pytest.raises(ReadFailed, match=r"more than 1,000 objects for one list: .*KSERVE_RUNBOOK_MAX_LIST_ITEMS=N"):
+        connect(kubeconfig).list(kinds.CONFIG_MAP, "bulk")
+    assert len(fake_api.requests) == 3  # the page that went over was the last one asked for
+
+
+def test_a_repeated_continue_token_stops_the_list(fake_api: FakeApiServer, kubeconfig: Path, connect: Connect) -> None:
+    fake_api.inject("/api/v1/namespaces/bulk/configmaps", body='{"metadata": {"continue": "same"}, "items": []}')
+    with pytest.raises(ReadFailed, match="repeated a continue token"):
+        connect(kubeconfig).list(kinds.CONFIG_MAP, "bulk")
+    assert len(fake_api.requests) == 2
 
 
 @pytest.mark.parametrize(

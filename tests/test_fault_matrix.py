@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -895,6 +895,65 @@ def test_a_limit_is_raised_by_its_environment_variable(tmp_path: Path, monkeypat
     assert refusal(TriageParams(bundle=str(tarball))) == (
         "KSERVE_RUNBOOK_MAX_BUNDLE_BYTES='lots': give the size of a bundle archive limit as a whole number >= 1"
     )
+
+
+# --- live lists that never end -------------------------------------------------------------------------
+
+
+def endless_pages(query: Mapping[str, str]) -> str:
+    """A list answer with no items and a new continue token every time."""
+    following = int(query.get("continue") or 0) + 1
+    return json.dumps({"kind": "EventList", "apiVersion": "v1", "metadata": {"continue": str(following)}, "items": []})
+
+
+def test_an_endless_continue_token_stops_at_the_page_limit_with_a_partial_report(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    events = f"/api/v1/namespaces/{NAMESPACE}/events"
+    cluster.server.clear_requests()  # tests on the shared server before this one leave theirs
+    cluster.server.inject(events, body=endless_pages)
+
+    report = report_of(cluster.params(), tmp_path)
+
+    assert_partial_naming(report, "read failed (error): ", f"Event in {NAMESPACE}")
+    record = report.result.evidence.failure(f"Event in {NAMESPACE}")
+    assert record is not None and record.reason == (
+        "the API server still sent a continue token after 100 pages: over the limit of 100 for the pages of one "
+        "list from the API server (raise it with KSERVE_RUNBOOK_MAX_LIST_PAGES=N)"
+    )
+    assert len([request for request in cluster.server.requests if request.path == events]) == 100
+
+
+def test_a_repeated_continue_token_stops_at_once_with_a_partial_report(cluster: Cluster, tmp_path: Path) -> None:
+    events = f"/api/v1/namespaces/{NAMESPACE}/events"
+    cluster.server.clear_requests()
+    cluster.server.inject(events, body='{"kind": "EventList", "metadata": {"continue": "again"}, "items": []}')
+    report = report_of(cluster.params(), tmp_path)
+    assert_partial_naming(report, "read failed (error): ", "repeated a continue token")
+    assert len([request for request in cluster.server.requests if request.path == events]) == 2
+
+
+def test_capture_against_an_endless_list_ends_partial_within_bounded_memory(
+    shared: Cluster, tmp_path: Path, record_property: Any
+) -> None:
+    shared.server.inject(f"/api/v1/namespaces/{NAMESPACE}/events", body=endless_pages)
+    arguments = ["capture", "--kubeconfig", str(shared.kubeconfig), "-n", NAMESPACE, "--isvc", ISVC]
+    window = ["--start", WINDOW["start"], "--end", WINDOW["end"]]
+    try:
+        measured = kserve_runbook_measured(
+            *arguments, *window, "--out", str(tmp_path / "b"), "--fail-on-partial", cwd=tmp_path
+        )
+    finally:
+        shared.server.clear_injections()
+    record_property("peak_rss_mb", round(measured.peak_mb, 1))
+    assert measured.result.returncode == 1, measured.result.stderr
+    assert measured.result.stderr.splitlines() == [
+        f"kserve-runbook: partial result (--fail-on-partial): 1 reads failed: error on Event in {NAMESPACE}"
+    ]
+    assert measured.peak_mb < PEAK_RSS_BOUND_MB
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    (record,) = [read for read in manifest["reads"] if read["what"] == f"Event in {NAMESPACE}"]
+    assert "KSERVE_RUNBOOK_MAX_LIST_PAGES" in record["reason"]
 
 
 # --- names that would leave their folder ---------------------------------------------------------------

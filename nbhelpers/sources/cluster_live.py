@@ -359,14 +359,18 @@ class LiveCluster:
         items: list[KubeObject] = []
         seen_tokens: set[str] = set()
         token = ""
-        while True:
+        max_pages, max_items = limits.MAX_LIST_PAGES.value, limits.MAX_LIST_ITEMS.value
+        for _page in range(max_pages):
             query = {"limit": str(PAGE_SIZE)}
             if label_selector:
                 query["labelSelector"] = label_selector
             if token:
                 query["continue"] = token
             page = self._get_json(what, path, query)
-            for item in page.get("items") or []:
+            page_items = page.get("items") or []
+            if not isinstance(page_items, list):
+                raise ReadFailed(what, "error", "malformed answer from the API server (items is not a list)")
+            for item in page_items:
                 if not isinstance(item, dict):
                     raise ReadFailed(
                         what, "error", "malformed answer from the API server (a list item is not an object)"
@@ -374,12 +378,18 @@ class LiveCluster:
                 # Items of a list answer carry no apiVersion/kind; the checks need both.
                 item["apiVersion"], item["kind"] = api_version, kind.kind
                 items.append(_well_formed(what, item))
-            token = str((page.get("metadata") or {}).get("continue") or "")
+            if len(items) > max_items:
+                finding = f"the API server sent more than {max_items:,} objects for one list"
+                raise ReadFailed(what, "error", str(limits.MAX_LIST_ITEMS.exceeded(finding)))
+            metadata = page.get("metadata")
+            token = str((metadata if isinstance(metadata, dict) else {}).get("continue") or "")
             if not token:
                 return items
             if token in seen_tokens:
                 raise ReadFailed(what, "error", "the API server repeated a continue token while paging")
             seen_tokens.add(token)
+        finding = f"the API server still sent a continue token after {max_pages:,} pages"
+        raise ReadFailed(what, "error", str(limits.MAX_LIST_PAGES.exceeded(finding)))
 
     def get(self, kind: Kind, namespace: str | None, name: str) -> KubeObject | None:
         what = describe_get(kind, namespace, name)
