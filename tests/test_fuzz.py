@@ -10,6 +10,7 @@ test machine runs them in seconds.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -31,11 +32,14 @@ from nbhelpers.evidence.model import Target
 from nbhelpers.facts import vllm_args, vllm_log
 from nbhelpers.models import load_time
 from nbhelpers.render.findings_json import findings_json_bytes
+from nbhelpers.render.summary import summary_markdown
+from nbhelpers.scenarios import scenario_bundle
 from nbhelpers.sources import kube
-from nbhelpers.sources.bundle import open_bundle, write_bundle_files
+from nbhelpers.sources.bundle import BundleFiles, open_bundle, write_bundle_files
 from nbhelpers.triage import TriageParams, params_from_text, run
 from nbhelpers.util.quantities import parse_quantity, try_parse
 from nbhelpers.util.redaction import REDACTED, redact_objects, redact_text
+from nbhelpers.util.safe_paths import inside, safe_component
 from nbhelpers.util.times import parse_duration, parse_k8s_time, parse_time, resolve_window
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -381,3 +385,115 @@ def test_a_bundle_with_a_field_of_the_wrong_type_gives_a_report_or_one_line(
         return
     document = json.loads(findings_json_bytes(result))
     assert [step["id"] for step in document["steps"]] == [step.id for step in result.steps]
+
+
+# --- bundle members: any JSON or YAML value at any key of a real bundle (issue #19) -----------------
+
+
+@functools.cache
+def scenario_files(name: str) -> dict[str, bytes]:
+    """Every file of a shipped scenario's bundle: manifest, objects, events, logs, metric index and answers."""
+    return BundleFiles(scenario_bundle(name)).files
+
+
+def deep(levels: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+HOSTILE_VALUE = st.one_of(
+    JSON_VALUE,
+    st.integers(),
+    st.sampled_from(
+        [
+            float("inf"), float("nan"), -1e308, 10**99, "9" * 40, "1e400", "../../x", "a/../../b", "\x00\x1b[2J", "",
+            "2026-01-15T11:30:00Z", [], {}, [None], [{}], {"count": "x"}, deep(40), deep(200), 10**150,
+        ]
+    ),
+)  # fmt: skip
+
+
+def key_paths(node: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every place in ``node`` a value can go: each existing key or index, and a new key in each map."""
+    if isinstance(node, dict):
+        yield (*prefix, "x-fuzz")
+        for key, value in node.items():
+            yield (*prefix, key)
+            yield from key_paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield (*prefix, index)
+            yield from key_paths(value, (*prefix, index))
+
+
+def with_value_at(document: Any, path: tuple[Any, ...], value: Any) -> Any:
+    if not path:
+        return value
+    changed = copy.deepcopy(document)
+    node = changed
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return changed
+
+
+def parsed_member(name: str, data: bytes) -> list[Any]:
+    """A member's documents: one for JSON, each YAML document for YAML."""
+    if name.endswith(".json"):
+        return [json.loads(data)]
+    return list(yaml.safe_load_all(data))
+
+
+def written_member(name: str, documents: list[Any]) -> bytes:
+    if name.endswith(".json"):
+        return json.dumps(documents[0]).encode()
+    return yaml.safe_dump_all(documents, sort_keys=False).encode()
+
+
+MEMBER_SCENARIOS = ("port-mismatch", "hpa-at-max-spike")
+
+
+@FEW
+@given(data=st.data())
+def test_any_value_at_any_key_of_a_bundle_member_gives_a_report_or_one_line(
+    data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The manifest, the metric index and answers, every object file: one value replaced or added anywhere.
+
+    The run ends in a report whose findings.json and summary.md render, or in one line (a refusal that
+    names the file, the field or the limit): never a traceback.
+    """
+    files = dict(scenario_files(data.draw(st.sampled_from(MEMBER_SCENARIOS), label="scenario")))
+    names = sorted(name for name in files if name.endswith((".json", ".yaml")) and not name.startswith("scenario/"))
+    for _ in range(data.draw(st.integers(1, 3), label="changes")):
+        name = data.draw(st.sampled_from(names), label="member")
+        documents = parsed_member(name, files[name])
+        index = data.draw(st.integers(0, len(documents) - 1), label="document")
+        path = data.draw(st.sampled_from(list(key_paths(documents[index])) or [()]), label="key")
+        documents[index] = with_value_at(documents[index], path, data.draw(HOSTILE_VALUE, label="value"))
+        files[name] = written_member(name, documents)
+    folder = write_bundle_files(files, tmp_path_factory.mktemp("member") / "b")
+    try:
+        result = run(TriageParams(bundle=str(folder)), clock=lambda: CAPTURED_AT)
+    except RunbookError as error:
+        assert str(error).strip() and "\n" not in str(error).strip()
+        return
+    document = json.loads(findings_json_bytes(result))
+    assert [step["id"] for step in document["steps"]] == [step.id for step in result.steps]
+    assert summary_markdown(result).startswith("# ")
+
+
+# --- names from outside as file names ---------------------------------------------------------------
+
+
+@FUZZ
+@given(st.one_of(st.text(), st.sampled_from(["..", ".", "", "../../x", "a/../../b", "/etc/passwd", "x" * 300, "\x00"])))
+def test_any_name_becomes_one_safe_path_component(name: str) -> None:
+    component = safe_component(name)
+    assert component and component not in (".", "..") and "/" not in component and "\x00" not in component
+    assert component.isprintable() and len(component) <= 120
+    assert safe_component(component) == component  # already safe names are kept as they are
+    root = Path("/nonexistent-fuzz-root")
+    assert inside(root, component) == root / component
