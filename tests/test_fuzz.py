@@ -39,7 +39,7 @@ from nbhelpers.sources.bundle import BundleFiles, open_bundle, write_bundle_file
 from nbhelpers.triage import TriageParams, params_from_text, run
 from nbhelpers.util.quantities import parse_quantity, try_parse
 from nbhelpers.util.redaction import REDACTED, redact_objects, redact_text
-from nbhelpers.util.safe_paths import inside, safe_component
+from nbhelpers.util.safe_paths import MAX_COMPONENT_CHARS, inside, safe_component
 from nbhelpers.util.times import parse_duration, parse_k8s_time, parse_time, resolve_window
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -493,7 +493,7 @@ def test_any_value_at_any_key_of_a_bundle_member_gives_a_report_or_one_line(
 def test_any_name_becomes_one_safe_path_component(name: str) -> None:
     component = safe_component(name)
     assert component and component not in (".", "..") and "/" not in component and "\x00" not in component
-    assert component.isprintable() and len(component) <= 120
+    assert component.isprintable() and len(component) <= MAX_COMPONENT_CHARS
     assert safe_component(component) == component  # already safe names are kept as they are
     root = Path("/nonexistent-fuzz-root")
     assert inside(root, component) == root / component

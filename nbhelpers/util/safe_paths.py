@@ -23,7 +23,7 @@ from pathlib import Path
 
 from nbhelpers.errors import RunbookError
 
-MAX_COMPONENT_CHARS = 120  # well under the 255 bytes a file name may take, with room for suffixes
+MAX_COMPONENT_CHARS = 200  # Kubernetes names up to 200 characters are kept; with a suffix still under 255 bytes
 _KEPT = re.compile(r"[A-Za-z0-9._-]+")
 _REPLACED = re.compile(r"[^A-Za-z0-9._-]+")
 _HASH_CHARS = 10
