@@ -666,3 +666,24 @@ def test_capture_with_fail_on_partial_exits_1_naming_the_lost_reads(shared: Clus
     ]
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())  # the bundle is written all the same
     assert {read["what"]: read["status"] for read in manifest["reads"]}[f"Event in {NAMESPACE}"] == "forbidden"
+
+
+@pytest.mark.notebook
+@pytest.mark.timeout(180)
+def test_the_cli_deadline_still_writes_findings_and_summary_on_a_slow_api_server(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Issue #19: with --deadline, reading stops early enough that findings.json and summary.md are always
+    written (partial, saying why), instead of papermill's cell timeout killing the run with nothing on disk."""
+    cluster.server.inject("/apis/*", delay=0.4)  # discovery and the InferenceService stay quick for the preflight
+    out = tmp_path / "out"
+    window = [f"--{name}={value}" for name, value in WINDOW.items()]
+    finished = subprocess.run(
+        [sys.executable, "-m", "nbhelpers", "triage", "--kubeconfig", str(cluster.kubeconfig), "--namespace",
+         NAMESPACE, "--isvc", ISVC, *window, "--request-timeout", "5s", "--deadline", "8s", "--out", str(out), "-q"],
+        capture_output=True, text=True, timeout=170,
+    )  # fmt: skip
+    assert finished.returncode in (0, 1), finished.stderr
+    document = json.loads((out / "findings.json").read_text())
+    assert document["partial"] is True
+    assert "_Coverage: " in (out / "summary.md").read_text()

@@ -19,8 +19,8 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,12 +34,22 @@ from nbhelpers.util.paths import runbook_path
 # The CLI and the notebook kernel talk through files named by these variables (see nbhelpers.notebook).
 HEADERS_ENV = "KSERVE_RUNBOOK_PROMETHEUS_HEADERS"
 OUTPUT_FILES = ("triage.ipynb", "report.html", "findings.json", "summary.md")
+# Of a --deadline, the share kept back from reading so that findings.json and summary.md are always written:
+# the kernel stops reading this much earlier than the deadline (at most WRITE_RESERVE_MAX seconds).
+WRITE_RESERVE_SHARE = 0.25
+WRITE_RESERVE_MAX = timedelta(seconds=20)
+
+
+def reading_budget(deadline: timedelta) -> timedelta:
+    """How long the kernel may read: the deadline less a reserve for writing the findings."""
+    return deadline - min(deadline * WRITE_RESERVE_SHARE, WRITE_RESERVE_MAX)
 
 
 @dataclass(frozen=True)
 class Report:
     out_dir: Path
     findings: dict[str, Any]
+    html: bool = True  # False: the deadline came before report.html could be rendered
 
     @property
     def has_critical(self) -> bool:
@@ -47,8 +57,12 @@ class Report:
 
 
 def preflight(params: TriageParams) -> Target:
-    """Validate sources, window and target before a kernel starts; ``RunbookError`` on bad input."""
-    with opened_sources(params) as (cluster, _metrics, target, _window):
+    """Validate sources, window and target before a kernel starts; ``RunbookError`` on bad input.
+
+    Bounded by the reading budget of ``--deadline``, like the run itself.
+    """
+    deadline = time.monotonic() + reading_budget(params.deadline).total_seconds() if params.deadline else None
+    with opened_sources(params, deadline=deadline) as (cluster, _metrics, target, _window):
         require_isvc(cluster, target)
     return target
 
@@ -79,6 +93,8 @@ def notebook_parameters(params: TriageParams, out_dir: Path, symptom: str = "") 
     Prometheus headers may carry credentials: they travel in the kernel's environment
     (:data:`HEADERS_ENV`), and the notebook only learns that variable's name.
     """
+    if params.deadline is not None:
+        params = replace(params, deadline=reading_budget(params.deadline))
     text = params.to_text()
     del text["prometheus_headers"]
     text |= {
@@ -216,7 +232,11 @@ def execute(
                 f"(executed notebook kept at {partial_notebook})"
             ) from None
         except TimeoutError:
-            raise RunbookError(f"the run did not finish within --deadline {params.to_text()['deadline']}") from None
+            findings_file = out_dir / "findings.json"
+            if not findings_file.exists():
+                raise RunbookError(f"the run did not finish within --deadline {params.to_text()['deadline']}") from None
+            # The findings were written within the reading budget; only the notebook's display cells ran out.
+            return Report(out_dir, json.loads(findings_file.read_text()), html=False)
     notebook_file = out_dir / "triage.ipynb"
     os.replace(partial_notebook, notebook_file)
     render_html(notebook_file, out_dir / "report.html")

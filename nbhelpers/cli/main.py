@@ -126,7 +126,10 @@ def _run_report(options: dict[str, Any], always_zero: bool = False) -> None:
     causes = ", ".join(report.findings["root_causes"]) or "none"
     coverage = _coverage_line(out_dir / "summary.md")
     click.echo(terminal_safe(coverage))
-    click.echo(f"report: {out_dir / 'report.html'}")
+    if report.html:
+        click.echo(f"report: {out_dir / 'report.html'}")
+    else:
+        click.echo(f"report: not rendered within --deadline; findings in {out_dir / 'summary.md'}")
     click.echo(f"root causes: {causes} ({critical} critical findings)")
     _fail_if_partial(options, bool(report.findings.get("partial")), coverage)
     sys.exit(0 if always_zero or not report.has_critical else 1)
