@@ -196,7 +196,7 @@ _RULES: tuple[_Rule | _LineRules, ...] = (
     _rule(
         "Authorization header",
         rf"(?i)(?P<keep>authorization{_SEPARATOR}\[?[ \t]{{0,8}}\\?[\"']?(?:{_AUTH_SCHEMES}[ \t]{{1,8}})?+)"
-        rf"{_NOT_REDACTED}(?P<secret>[^\s\"'\\,]{{1,4096}})",
+        rf"{_NOT_REDACTED}(?P<secret>[^\s\"'\\,\[\]]{{1,4096}})",
         ["authorization"],
     ),
     _rule(
