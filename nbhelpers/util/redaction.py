@@ -20,13 +20,15 @@ messages), these forms lose their value:
   escaped into a string (``{\\"password\\": \\"…\\"}``), when the name ends with a credential word:
   token, secret, password/passwd/passphrase, ``_pwd``, api key, access/secret/private/signing/
   subscription key, credential(s), auth, and the connection-string names (``DATABASE_URL``, ``DB_URL``,
-  ``REDIS_URL``, ``MONGODB_URI``, ``*_DSN``, ``CONNECTION_STRING``…), whose whole value goes;
+  ``REDIS_URL``, ``MONGODB_URI``, ``*_DSN``, ``CONNECTION_STRING``…), whose whole value goes (up to
+  whitespace, a quote, ``,`` or ``;``); other unquoted values end at whitespace, a quote or one of
+  ``, ; & ( ) [ ] { }``;
 - a list value of such a name, as vLLM prints ``'api_key': ['…', '…']`` in its argument line: every
   element goes (``'api_key': [<redacted>]``);
 - credential headers: ``Authorization`` and ``Proxy-Authorization`` (the scheme word such as ``Basic``
   or ``Bearer`` is kept), ``Cookie``/``Set-Cookie`` (the rest of the line), and the headers whose name
   ends with a credential word (``X-Api-Key``, ``X-Auth-Token``, ``PRIVATE-TOKEN``…), also as JSON keys;
-- ``Bearer <token>`` anywhere;
+- ``Bearer <token>`` anywhere, when the token has a digit or 20 characters or more;
 - command-line flags naming a credential (``--api-key VALUE``, ``--hf-token=VALUE``);
 - well-known token shapes, whole: OpenAI-style ``sk-…``, Hugging Face ``hf_…``, GitHub ``ghp_``/``gho_``/
   ``ghu_``/``ghs_``/``ghr_`` and ``github_pat_…``, GitLab ``glpat-…``, AWS access key ids (``AKIA…``,
@@ -51,12 +53,14 @@ What is deliberately kept. Ordinary words around these names are not secrets: "t
 ``return_tokens_as_token_ids``, ``eos_token: </s>`` and other special tokens of a tokenizer, a numeric
 ``token`` (a token id), ``secretName``/``secretKeyRef`` references, ``auth_enabled: true``, values
 ``None``/``null``/``true``/``false``, an ``Authorization header is missing`` message, the scheme of an
-Authorization header, and Kubernetes names (lowercase, so never taken for an ``sk-…`` key).
+Authorization header, "Bearer authentication", a ``cache key: …`` (a bare "key" is not a credential
+name outside a query string), and Kubernetes names (lowercase, so never taken for an ``sk-…`` key).
 
-Cost. Every rule is one regular expression with bounded repetitions (``{0,N}``) and no nested
-quantifiers, run only when one of its trigger words occurs in the text, so redaction is linear in the
-text's length. Redacting redacted text changes nothing: no rule matches a value that is already the
-marker.
+Cost. Every rule is one regular expression with bounded repetitions (``{0,N}``) and no repeated
+group, so no match backtracks more than a fixed number of steps and redaction is linear in the text's
+length. A rule runs only when one of its trigger words occurs in the text; the rules on names run only
+on the lines where a credential word is followed by a separator. Redacting redacted text changes
+nothing: no rule takes the marker for a value.
 """
 
 from __future__ import annotations
@@ -229,6 +233,10 @@ _RULES: tuple[_Rule | _LineRules, ...] = (
                 "credential value in single quotes",
                 rf"(?i)(?P<keep>(?P<word>{_CREDENTIAL_WORD}){_SEPARATOR}\\?'){_NOT_REDACTED}(?P<secret>[^'\\\r\n]{{1,1024}})",
                 applies=_not_a_token_id,
+            ),
+            _rule(
+                "connection string",  # the whole value, a Go DSN's tcp(host:port) included
+                rf"(?i)(?P<keep>{_CONNECTION_STRING}{_SEPARATOR})(?!<)(?P<secret>[^\s\"'\\,;{{}}\[\]]{{1,1024}})",
             ),
             _rule(
                 "credential value",
