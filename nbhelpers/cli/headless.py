@@ -27,9 +27,10 @@ from typing import Any, TextIO
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.gather import require_isvc
 from nbhelpers.evidence.model import Target
-from nbhelpers.notebook import ERROR_FILE_ENV, PROGRESS_FILE_ENV
+from nbhelpers.notebook import ERROR_FILE_ENV, PROGRESS_FILE_ENV, PROMETHEUS_URL_ENV
 from nbhelpers.triage import TriageParams, opened_sources
 from nbhelpers.util.paths import runbook_path
+from nbhelpers.util.redaction import redact_url
 
 # The CLI and the notebook kernel talk through files named by these variables (see nbhelpers.notebook).
 HEADERS_ENV = "KSERVE_RUNBOOK_PROMETHEUS_HEADERS"
@@ -98,6 +99,7 @@ def notebook_parameters(params: TriageParams, out_dir: Path, symptom: str = "") 
     text = params.to_text()
     del text["prometheus_headers"]
     text |= {
+        "prometheus": redact_url(params.prometheus),  # the real one, credentials and all, in PROMETHEUS_URL_ENV
         "bundle": str(Path(params.bundle).resolve()) if params.bundle else "",
         "kubeconfig": str(Path(params.kubeconfig).resolve()) if params.kubeconfig else "",
         "prometheus_headers_env": HEADERS_ENV if params.prometheus_headers else "",
@@ -159,6 +161,8 @@ def _kernel_environment(params: TriageParams, progress_file: Path, error_file: P
             name, _, value = header.partition(":")
             headers[name.strip()] = value.strip()
         added[HEADERS_ENV] = json.dumps(headers)
+    if params.prometheus and redact_url(params.prometheus) != params.prometheus:
+        added[PROMETHEUS_URL_ENV] = params.prometheus
     saved: dict[str, str | None] = {name: os.environ.get(name) for name in added}
     os.environ.update(added)
     try:

@@ -390,7 +390,9 @@ def terminal_safe(text: str) -> str:
 
 
 def _fail(message: str, prefix: str = "error: ") -> NoReturn:
-    click.echo(f"kserve-runbook: {prefix}{terminal_safe(message)}", err=True)
+    from nbhelpers.util.redaction import redact_text
+
+    click.echo(f"kserve-runbook: {prefix}{terminal_safe(redact_text(message))}", err=True)
     sys.exit(2)
 
 
