@@ -680,7 +680,7 @@ def test_the_cli_deadline_still_writes_findings_and_summary_on_a_slow_api_server
     window = [f"--{name}={value}" for name, value in WINDOW.items()]
     finished = subprocess.run(
         [sys.executable, "-m", "nbhelpers", "triage", "--kubeconfig", str(cluster.kubeconfig), "--namespace",
-         NAMESPACE, "--isvc", ISVC, *window, "--request-timeout", "5s", "--deadline", "8s", "--out", str(out), "-q"],
+         NAMESPACE, "--isvc", ISVC, *window, "--request-timeout", "5s", "--deadline", "3s", "--out", str(out), "-q"],
         capture_output=True, text=True, timeout=170,
     )  # fmt: skip
     assert finished.returncode in (0, 1), finished.stderr

@@ -249,10 +249,11 @@ def test_secrets_are_never_requested(planted: Planted, outputs: dict[str, bytes]
     assert not [request.path for request in planted.api.requests if "/secrets" in request.path]
 
 
-def test_the_executed_notebook_names_secrets_only_by_their_variables(outputs: dict[str, bytes]) -> None:
+def test_the_executed_notebook_reads_the_redacted_evidence_not_the_cluster(outputs: dict[str, bytes]) -> None:
+    """The report is rendered from evidence.tar.gz: its parameters name no credential, not even a variable."""
     (notebook,) = [data for name, data in outputs.items() if name.endswith("triage.ipynb")]
-    assert b'prometheus_token_env = \\"PLANTED_PROMETHEUS_TOKEN\\"' in notebook
-    assert b'prometheus_headers_env = \\"KSERVE_RUNBOOK_PROMETHEUS_HEADERS\\"' in notebook
+    assert b"evidence.tar.gz" in notebook
+    assert b'prometheus_token_env = \\"\\"' in notebook and b'prometheus_headers_env = \\"\\"' in notebook
 
 
 # --- The planted-secret corpus (issue #19) ------------------------------------------------------------
