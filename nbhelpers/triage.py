@@ -320,7 +320,7 @@ def _live_metrics(params: TriageParams, timeout: float, deadline: float | None =
     for header in params.prometheus_headers:
         name, separator, value = header.partition(":")
         if not separator or not name.strip():
-            raise RunbookError(f"bad --prometheus-header {header!r}: use 'Name: value'")
+            raise RunbookError("bad --prometheus-header (value not shown: it may be a credential): use 'Name: value'")
         headers[name.strip()] = value.strip()
     return LiveMetrics(
         url=params.prometheus,

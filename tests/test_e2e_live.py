@@ -38,7 +38,13 @@ def live_options(kubeconfig: Path, prometheus: PrometheusServer) -> list[str]:
 
 
 def read_report(out: Path) -> dict[str, object]:
-    assert sorted(path.name for path in out.iterdir()) == ["findings.json", "report.html", "summary.md", "triage.ipynb"]
+    assert sorted(path.name for path in out.iterdir()) == [
+        "evidence.tar.gz",
+        "findings.json",
+        "report.html",
+        "summary.md",
+        "triage.ipynb",
+    ]
     document: dict[str, object] = json.loads((out / "findings.json").read_text())
     jsonschema.validate(document, findings_schema())
     return document
@@ -140,6 +146,10 @@ def test_the_deadline_stops_a_run_on_a_slow_api_server(
 ) -> None:
     serverless_api.inject("/api/v1/namespaces/llm/pods", delay=6.0)
     arguments = ["--kubeconfig", str(kubeconfig), "-n", "llm", "--isvc", "vllm-llm", "--request-timeout", "20s"]
-    result = kserve_runbook("triage", *arguments, "--deadline", "2s", "--out", str(tmp_path / "out"), cwd=tmp_path)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == ["kserve-runbook: error: the run did not finish within --deadline 2s"]
+    out = tmp_path / "out"
+    result = kserve_runbook("triage", *arguments, "--deadline", "2s", "--out", str(out), cwd=tmp_path)
+    # The verdict is written whatever the deadline cut (issue #19): partial, saying why; the report is what waits.
+    assert result.returncode in (0, 1), result.stderr
+    assert json.loads((out / "findings.json").read_text())["partial"] is True
+    assert "deadline" in (out / "summary.md").read_text()
+    assert "report: not rendered (the --deadline was reached" in result.stdout

@@ -1053,3 +1053,24 @@ def test_an_output_folder_named_from_a_bundle_stays_under_outputs(tmp_path: Path
     folder = child_path(outputs, f"20260115T120000Z-{HOSTILE_NAMESPACE}-x")
     assert folder.parent == outputs and folder.name.startswith("20260115T120000Z-a_.._.._b-x_")
     assert child_path(outputs, "20260115T120000Z-llm-vllm-llm") == outputs / "20260115T120000Z-llm-vllm-llm"
+
+
+@pytest.mark.notebook
+@pytest.mark.timeout(180)
+def test_the_cli_deadline_still_writes_findings_and_summary_on_a_slow_api_server(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Issue #19: with --deadline, reading stops early enough that findings.json and summary.md are always
+    written (partial, saying why), instead of papermill's cell timeout killing the run with nothing on disk."""
+    cluster.server.inject("/apis/*", delay=0.4)  # discovery and the InferenceService stay quick for the preflight
+    out = tmp_path / "out"
+    window = [f"--{name}={value}" for name, value in WINDOW.items()]
+    finished = subprocess.run(
+        [sys.executable, "-m", "nbhelpers", "triage", "--kubeconfig", str(cluster.kubeconfig), "--namespace",
+         NAMESPACE, "--isvc", ISVC, *window, "--request-timeout", "5s", "--deadline", "3s", "--out", str(out), "-q"],
+        capture_output=True, text=True, timeout=170,
+    )  # fmt: skip
+    assert finished.returncode in (0, 1), finished.stderr
+    document = json.loads((out / "findings.json").read_text())
+    assert document["partial"] is True
+    assert "_Coverage: " in (out / "summary.md").read_text()

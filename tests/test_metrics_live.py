@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import math
@@ -672,3 +673,61 @@ def test_insecure_mode_skips_verification_quietly(
     stub = stub_prometheus(Reply(body=ANSWER_FILE.read_bytes()), tls=tls_files)
     answer = live_factory(stub.url, verify=False).query_range("q", "up", WINDOW.start, WINDOW.end, STEP)
     assert len(answer.series) == 2
+
+
+# The URL may carry credentials (https://user:password@host, ?token=): they reach Prometheus, never a message.
+URL_PASSWORD = "Pw-in-the-url-9f3c1e"
+URL_TOKEN = "Tk-in-the-query-7a2b"
+
+
+def _with_credentials(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://prom-user:{URL_PASSWORD}@{rest}"
+
+
+def test_credentials_in_the_url_are_sent_and_never_shown(
+    stub_prometheus: Callable[..., StubPrometheus], live_factory: Callable[..., LiveMetrics]
+) -> None:
+    stub = stub_prometheus(Reply(status=401, body=b"Unauthorized", content_type="text/plain"))
+    source = live_factory(_with_credentials(stub.url))
+    with pytest.raises(ReadFailed) as caught:
+        _query(source)
+    (request,) = stub.requests
+    basic = base64.b64encode(f"prom-user:{URL_PASSWORD}".encode()).decode()
+    assert request.headers["Authorization"] == f"Basic {basic}"  # the client got the real URL
+    assert caught.value.status == "forbidden"
+    assert URL_PASSWORD not in str(caught.value) and "<redacted>@127.0.0.1" in caught.value.reason
+    assert URL_PASSWORD not in repr(source) and URL_PASSWORD not in source.url
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [Reply(body=b"<html>login page</html>", content_type="text/html"), Reply(status=500, body=b"oops")],
+    ids=["malformed", "server-error"],
+)
+def test_failures_show_the_url_without_credentials(
+    stub_prometheus: Callable[..., StubPrometheus], live_factory: Callable[..., LiveMetrics], reply: Reply
+) -> None:
+    stub = stub_prometheus(reply)
+    with pytest.raises(ReadFailed) as caught:
+        _query(live_factory(_with_credentials(stub.url), retries=0))
+    assert URL_PASSWORD not in str(caught.value)
+
+
+def test_an_unreachable_url_with_credentials_is_shown_without_them(live_factory: Callable[..., LiveMetrics]) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(ReadFailed) as caught:
+        _query(live_factory(_with_credentials(url), retries=0))
+    assert caught.value.status == "unreachable"
+    assert f"http://<redacted>@{url.removeprefix('http://')}" in caught.value.reason
+    assert URL_PASSWORD not in str(caught.value)
+
+
+def test_a_refused_url_is_named_without_its_credentials() -> None:
+    with pytest.raises(RunbookError) as caught:
+        open_live(f"ftp://prom-user:{URL_PASSWORD}@prometheus:9090/?token={URL_TOKEN}")
+    assert URL_PASSWORD not in str(caught.value) and URL_TOKEN not in str(caught.value)
+    assert "prometheus:9090" in str(caught.value)
+    source = open_live(f"http://prometheus:9090/?token={URL_TOKEN}")
+    assert URL_TOKEN not in repr(source) and "token=<redacted>" in source.url
+    source.close()

@@ -262,3 +262,19 @@ def test_secrets_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> N
 def test_ignore_codes_split() -> None:
     assert split_codes(" PORT_MISMATCH, GPU_OOM ,,HPA_MISSING ") == ("PORT_MISMATCH", "GPU_OOM", "HPA_MISSING")
     assert split_codes("") == ()
+
+
+def test_a_prometheus_url_with_credentials_reaches_the_kernel_but_not_the_notebook(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nbhelpers.cli.headless import notebook_parameters
+    from nbhelpers.notebook import PROMETHEUS_URL_ENV, prometheus_url
+    from nbhelpers.triage import params_from_text
+
+    real = "https://reader:s3cret-pass@prom.example:9090/?token=tok-123456789&timeout=30s"
+    parameters = notebook_parameters(params_from_text({"prometheus": real, "bundle": "b"}), tmp_path)
+    shown = parameters["prometheus"]
+    assert "s3cret-pass" not in shown and "tok-123456789" not in shown and "prom.example:9090" in shown
+    monkeypatch.setenv(PROMETHEUS_URL_ENV, real)
+    assert prometheus_url(shown) == real  # the kernel reads the real URL from its environment
+    assert prometheus_url("https://other.example") == "https://other.example"  # only for the URL it stands for

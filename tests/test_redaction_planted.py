@@ -13,19 +13,31 @@ notebook, so this also shows that no secret travels as a parameter.
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 import os
 import subprocess
 import sys
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from conftest import CLUSTER_FIXTURES
 from fakeapi import DEFAULT_TOKEN, FakeApiServer, FakePrometheus, write_kubeconfig
 
+from nbhelpers import triage
+from nbhelpers.evidence import capture
+from nbhelpers.evidence.gather import gather
+from nbhelpers.evidence.model import Target
+from nbhelpers.render.summary import inline, summary_markdown
+from nbhelpers.scenarios import scenario_bundle
+from nbhelpers.sources import kinds
+from nbhelpers.sources.base import describe_list
+from nbhelpers.sources.bundle import open_bundle, write_bundle_files
 from nbhelpers.util.redaction import REDACTED
 
 pytestmark = pytest.mark.integration
@@ -237,7 +249,331 @@ def test_secrets_are_never_requested(planted: Planted, outputs: dict[str, bytes]
     assert not [request.path for request in planted.api.requests if "/secrets" in request.path]
 
 
-def test_the_executed_notebook_names_secrets_only_by_their_variables(outputs: dict[str, bytes]) -> None:
+def test_the_executed_notebook_reads_the_redacted_evidence_not_the_cluster(outputs: dict[str, bytes]) -> None:
+    """The report is rendered from evidence.tar.gz: its parameters name no credential, not even a variable."""
     (notebook,) = [data for name, data in outputs.items() if name.endswith("triage.ipynb")]
-    assert b'prometheus_token_env = \\"PLANTED_PROMETHEUS_TOKEN\\"' in notebook
-    assert b'prometheus_headers_env = \\"KSERVE_RUNBOOK_PROMETHEUS_HEADERS\\"' in notebook
+    assert b"evidence.tar.gz" in notebook
+    assert b'prometheus_token_env = \\"\\"' in notebook and b'prometheus_headers_env = \\"\\"' in notebook
+
+
+# --- The planted-secret corpus (issue #19) ------------------------------------------------------------
+#
+# Every form of secret the redaction policy names, each planted in every place it can appear in a bundle,
+# with its own value: an env value and an argument of the serving container, an annotation and a
+# condition message of the InferenceService, an event's message and note, a log line and a JSON log line,
+# a Prometheus label value, a failed read's reason and a query's error. The bundle goes through the real
+# gather() (the evidence is then laid out again as bundle files) and through a triage whose findings.json
+# and summary.md are rendered; no secret, nor its last 12 characters, may appear in any of them. Each case
+# carries a tag (c001...) next to its secret: the tag must survive, so the place was read and kept.
+
+CORPUS_SCENARIO = "port-mismatch"  # its findings quote the container arguments and the ISVC conditions
+_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def _chars(seed: str, length: int, alphabet: str = _ALNUM) -> str:
+    """``length`` characters of ``alphabet``, fixed by ``seed`` (and different for every seed)."""
+    digest = b""
+    counter = 0
+    while len(digest) < length:
+        digest += hashlib.sha256(f"{seed}#{counter}".encode()).digest()
+        counter += 1
+    return "".join(alphabet[byte % len(alphabet)] for byte in digest[:length])
+
+
+def _mixed(seed: str, length: int) -> str:
+    """Random-looking letters and digits with at least one upper-case letter and one digit."""
+    return "Q7" + _chars(seed, length - 2)
+
+
+def _basic(seed: str) -> str:
+    return base64.b64encode(f"svc-{_chars(seed, 6).lower()}:{_mixed(seed, 20)}".encode()).decode()
+
+
+@dataclass(frozen=True)
+class Form:
+    name: str
+    secret: Callable[[str], str]  # a seed -> this form's secret (unique per seed)
+    text: Callable[[str], str]  # the secret -> the text that carries it
+
+
+def _generic(seed: str) -> str:
+    return _mixed(seed, 24)
+
+
+FORMS = (
+    Form("URL userinfo", _generic, lambda s: f"fetching https://svc-user:{s}@models.example.com/v1/models"),
+    Form("postgres:// connection string", _generic, lambda s: f"db postgres://app:{s}@db.example.com:5432/app"),
+    Form("mysql:// connection string", _generic, lambda s: f"db mysql://root:{s}@mysql.db:3306/app"),
+    Form("mongodb+srv:// connection string", _generic, lambda s: f"mongodb+srv://admin:{s}@c0.example.net/app?w=1"),
+    Form("redis:// password only", _generic, lambda s: f"cache at redis://:{s}@cache:6379/0"),
+    Form("DATABASE_URL=", _generic, lambda s: f"DATABASE_URL=app:{s}@tcp(db:3306)/app"),
+    Form("?token=", _generic, lambda s: f"GET https://hooks.example.com/cb?token={s}&attempt=2"),
+    Form("?access_token=", _generic, lambda s: f"GET https://api.example.com/v1/me?access_token={s}"),
+    Form("?api_key=", _generic, lambda s: f"GET https://api.example.com/v1/models?api_key={s}&limit=5"),
+    Form("?key=", _generic, lambda s: f"GET https://maps.example.com/geo?q=here&key={s}"),
+    Form("password=", _generic, lambda s: f"connecting to the cache with password={s} user=app"),
+    Form("token: value", _generic, lambda s: f"token: {s}"),
+    Form('client_secret="…"', _generic, lambda s: f'oauth client_secret="{s}" scope=read'),
+    Form("X-Api-Key header", _generic, lambda s: f"X-Api-Key: {s}"),
+    Form("X-Auth-Token header", _generic, lambda s: f"upstream sent X-Auth-Token: {s}"),
+    Form("Authorization: Basic", _basic, lambda s: f"Authorization: Basic {s}"),
+    Form("Authorization: Bearer", _generic, lambda s: f"request headers Authorization: Bearer {s}"),
+    Form("Proxy-Authorization", _basic, lambda s: f"Proxy-Authorization: Basic {s}"),
+    Form("Cookie header", _generic, lambda s: f"Cookie: theme=dark; session={s}"),
+    Form("Authorization: Basic in JSON", _basic, lambda s: f'{{"headers": {{"Authorization": "Basic {s}"}}}}'),
+    Form("GitHub ghp_", lambda seed: "ghp_" + _chars(seed, 36), lambda s: f"git push with {s} failed"),
+    Form(
+        "GitHub github_pat_",
+        lambda seed: f"github_pat_{_chars(seed, 22)}_{_chars(seed + 'b', 59)}",
+        lambda s: f"using {s} for the model repo",
+    ),
+    Form(
+        "AWS access key id",
+        lambda seed: "AKIA" + _chars(seed, 16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"),
+        lambda s: f"s3 client with {s} in us-east-1",
+    ),
+    Form(
+        "Slack xoxb-",
+        lambda seed: f"xoxb-{_chars(seed, 12, '0123456789')}-{_chars(seed, 24)}",
+        lambda s: f"alerting with {s}",
+    ),
+    Form(
+        "Slack xoxp-",
+        lambda seed: f"xoxp-{_chars(seed, 12, '0123456789')}-{_chars(seed, 24)}",
+        lambda s: f"alerting with {s}",
+    ),
+    Form("OpenAI-style sk-", lambda seed: "sk-proj-" + _mixed(seed, 40), lambda s: f"upstream key {s} rejected"),
+    Form("Hugging Face hf_", lambda seed: "hf_" + _mixed(seed, 34), lambda s: f"downloading with {s}"),
+    Form(
+        "vLLM api_key list",
+        lambda seed: "sk-" + _mixed(seed, 32),
+        lambda s: f"non-default args: {{'model_tag': '/mnt/models', 'port': 8080, 'api_key': ['{s}']}}",
+    ),
+    Form(
+        "vLLM api_key list, plain value",
+        _generic,
+        lambda s: f"non-default args: {{'model': '/mnt/models', 'api_key': ['{s}', 'second-{s[:6]}'], 'port': 8080}}",
+    ),
+    Form(
+        "vLLM Namespace api_key=",
+        _generic,
+        lambda s: f"args: Namespace(model='/mnt/models', api_key='{s}', port=8080)",
+    ),
+    Form("--api-key flag", _generic, lambda s: f"started with --port 8080 --api-key {s} --max-num-seqs 64"),
+    Form(
+        "Slack webhook URL",
+        lambda seed: f"https://hooks.slack.com/services/T{_chars(seed, 8)}/B{_chars(seed + 'b', 8)}/{_chars(seed, 24)}",
+        lambda s: f"alerts go to {s}",
+    ),
+    Form(
+        "JSON Web Token",
+        lambda seed: f"eyJhbGciOiJSUzI1NiJ9.eyJ{_chars(seed, 30)}.{_chars(seed + 's', 43)}",
+        lambda s: f"session {s} expired",
+    ),
+    Form(
+        "PEM private key",
+        lambda seed: _chars(seed, 64, _ALNUM + "+/"),
+        lambda s: f"-----BEGIN PRIVATE KEY-----\n{s}\n-----END PRIVATE KEY-----",
+    ),
+)
+PLACES = (
+    "env value",
+    "args",
+    "annotation",
+    "condition message",
+    "event message",
+    "event note",
+    "log line",
+    "JSON log line",
+    "Prometheus label value",
+    "read failure reason",
+    "query error",
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    tag: str
+    form: str
+    place: str
+    secret: str
+    text: str  # the tag, then the form's text with the secret in it
+
+
+def _cases() -> tuple[Case, ...]:
+    cases = []
+    for form in FORMS:
+        for place in PLACES:
+            tag = f"c{len(cases) + 1:03d}"
+            secret = form.secret(f"{form.name}/{place}")
+            cases.append(Case(tag, form.name, place, secret, f"{tag} {form.text(secret)}"))
+    return tuple(cases)
+
+
+CASES = _cases()
+
+
+def _in(place: str) -> list[Case]:
+    return [case for case in CASES if case.place == place]
+
+
+def _plant_container(container: dict[str, Any]) -> None:
+    container["env"] = [
+        *(container.get("env") or []),
+        *({"name": f"PLANTED_{case.tag.upper()}", "value": case.text} for case in _in("env value")),
+    ]
+    container["args"] = [*(container.get("args") or []), *(case.text for case in _in("args"))]
+
+
+def _plant_objects(node: Any) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _plant_objects(item)
+    elif isinstance(node, dict):
+        if node.get("name") == "kserve-container" and "image" in node:
+            _plant_container(node)
+        for value in node.values():
+            _plant_objects(value)
+
+
+def _event(case: Case, isvc: dict[str, Any], field: str, at: str) -> dict[str, Any]:
+    """A Warning event on the InferenceService at ``at`` (the start of the window: first in the timeline)."""
+    metadata = isvc["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{metadata['name']}.planted-{case.tag}", "namespace": metadata["namespace"]},
+        "involvedObject": {"apiVersion": isvc["apiVersion"], "kind": "InferenceService", "name": metadata["name"]},
+        "reason": "Planted",
+        field: case.text,
+        "type": "Warning",
+        "firstTimestamp": at,
+        "lastTimestamp": at,
+        "count": 1,
+    }
+
+
+def planted_bundle_files(source: Path) -> dict[str, bytes]:
+    """The scenario bundle at ``source`` with every case of the corpus planted in it."""
+    files = {path.relative_to(source).as_posix(): path.read_bytes() for path in source.rglob("*") if path.is_file()}
+    files = {name: data for name, data in files.items() if not name.startswith("scenario/")}
+    manifest = json.loads(files["manifest.json"])
+    namespace = manifest["target"]["namespace"]
+    for name in [name for name in files if name.startswith("objects/") and name != "objects/Event.yaml"]:
+        documents = list(yaml.safe_load_all(files[name]))
+        _plant_objects(documents)
+        for document in documents:
+            if document.get("kind") == "InferenceService":
+                isvc = document
+                isvc["metadata"].setdefault("annotations", {}).update(
+                    {f"example.com/planted-{case.tag}": case.text for case in _in("annotation")}
+                )
+                isvc["status"]["conditions"] += [
+                    {"type": f"Planted{case.tag}", "status": "False", "reason": "Planted", "message": case.text}
+                    for case in _in("condition message")
+                ]
+        files[name] = yaml.safe_dump_all(documents, sort_keys=False).encode()
+    events = [
+        *yaml.safe_load_all(files.get("objects/Event.yaml", b"")),
+        *(_event(case, isvc, "message", manifest["window"]["start"]) for case in _in("event message")),
+        *(_event(case, isvc, "note", manifest["window"]["start"]) for case in _in("event note")),
+    ]
+    files["objects/Event.yaml"] = yaml.safe_dump_all([event for event in events if event], sort_keys=False).encode()
+    lines = [case.text for case in _in("log line")]
+    lines += [json.dumps({"level": "info", "case": case.tag, "msg": case.text}) for case in _in("JSON log line")]
+    for name in [name for name in files if name.endswith("/kserve-container.log")]:
+        files[name] += ("\n".join(lines) + "\n").encode()
+    for name in sorted(name for name in files if name.startswith("metrics/") and name != "metrics/index.json"):
+        answer = json.loads(files[name])
+        if answer["data"]["result"]:
+            labels = {f"planted_{case.tag}": case.text for case in _in("Prometheus label value")}
+            answer["data"]["result"][0]["metric"].update(labels)
+            files[name] = json.dumps(answer).encode()
+    index = json.loads(files["metrics/index.json"])
+    index["nginx_requests_by_status"].update(status="error", error="\n".join(case.text for case in _in("query error")))
+    files["metrics/index.json"] = json.dumps(index).encode()
+    manifest["reads"].append(
+        {
+            "what": describe_list(kinds.INGRESS, namespace),
+            "status": "error",
+            "reason": "\n".join(case.text for case in _in("read failure reason")),
+        }
+    )
+    files["manifest.json"] = json.dumps(manifest).encode()
+    return files
+
+
+def corpus_leaks(outputs: Mapping[str, str]) -> list[str]:
+    """``form in place -> output`` for each planted secret (or its last 12 characters) found in an output."""
+    return [
+        f"{case.tag} {case.form} in {case.place} -> {name}"
+        for case in CASES
+        for name, text in outputs.items()
+        if case.secret in text or case.secret[-12:] in text
+    ]
+
+
+@pytest.fixture(scope="module")
+def corpus_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    files = planted_bundle_files(scenario_bundle(CORPUS_SCENARIO))
+    return write_bundle_files(files, tmp_path_factory.mktemp("corpus") / "bundle")
+
+
+@pytest.fixture(scope="module")
+def corpus_evidence_files(corpus_bundle: Path) -> dict[str, str]:
+    """What the real gather() kept from the planted bundle, laid out again as bundle files."""
+    cluster, metrics, manifest = open_bundle(corpus_bundle)
+    target = Target(manifest.namespace, manifest.isvc)
+    evidence = gather(cluster, metrics, target, manifest.window, manifest.captured_at)
+    return {name: data.decode() for name, data in capture.bundle_files(evidence, manifest.captured_at).items()}
+
+
+@pytest.fixture(scope="module")
+def corpus_rendered(corpus_bundle: Path) -> dict[str, str]:
+    result = triage.run(triage.params_from_text({"bundle": str(corpus_bundle)}))
+    return {"summary.md": summary_markdown(result), "findings.json": json.dumps(result.to_json())}
+
+
+def test_the_corpus_covers_every_form_in_every_place() -> None:
+    assert len(CASES) >= 40
+    assert {(case.form, case.place) for case in CASES} == {(form.name, place) for form in FORMS for place in PLACES}
+    secrets = [case.secret for case in CASES]
+    assert len(set(secrets)) == len(secrets) and len({secret[-12:] for secret in secrets}) == len(secrets)
+
+
+def test_the_planted_bundle_holds_every_secret(corpus_bundle: Path) -> None:
+    """Not vacuous: every secret is in the bundle that gather() reads."""
+    planted = "\n".join(path.read_text() for path in corpus_bundle.rglob("*") if path.is_file())
+    assert [
+        case.tag for case in CASES if case.secret not in planted and json.dumps(case.secret)[1:-1] not in planted
+    ] == []
+
+
+def test_gather_keeps_no_planted_secret(corpus_evidence_files: dict[str, str]) -> None:
+    assert corpus_leaks(corpus_evidence_files) == []
+
+
+def test_gather_keeps_the_evidence_around_the_secrets(corpus_evidence_files: dict[str, str]) -> None:
+    """Every case's tag survives: its place was read, and only the secret was cut out of it."""
+    kept = "\n".join(corpus_evidence_files.values())
+    assert [f"{case.tag} ({case.form} in {case.place})" for case in CASES if case.tag not in kept] == []
+    assert kept.count(REDACTED) >= len(CASES)
+
+
+def test_triage_outputs_hold_no_planted_secret(corpus_rendered: dict[str, str]) -> None:
+    assert corpus_leaks(corpus_rendered) == []
+
+
+def test_triage_outputs_quote_the_planted_evidence(corpus_rendered: dict[str, str]) -> None:
+    """Not vacuous: the findings quote the conditions and arguments, the summary also the events and failed reads."""
+
+    def quoted(output: str, place: str) -> int:
+        return sum(case.tag in corpus_rendered[output] for case in _in(place))
+
+    for place in ("condition message", "read failure reason", "query error"):
+        assert quoted("summary.md", place) == len(FORMS), place
+    assert quoted("findings.json", "condition message") == len(FORMS)
+    assert quoted("findings.json", "args") > 0 and quoted("summary.md", "args") > 0
+    assert quoted("summary.md", "event message") + quoted("summary.md", "event note") >= len(FORMS)
+    # summary.md shows cluster text as markdown text: the placeholder is written &lt;redacted&gt; there
+    assert inline(REDACTED) in corpus_rendered["summary.md"] and REDACTED in corpus_rendered["findings.json"]

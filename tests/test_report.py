@@ -239,7 +239,7 @@ def test_findings_evidence_and_action_items(summary: str) -> None:
     assert "- readinessProbe.httpGet.port: 8080" in findings
     actions = _section(summary, "Action items")
     assert actions.lstrip().startswith("1. **PORT_MISMATCH**: kubectl patch inferenceservice vllm-llm")
-    assert f"Patch (merge) for `InferenceService.serving.kserve.io/{NS}/{ISVC}`" in actions
+    assert f"Patch (merge) for InferenceService.serving.kserve.io/{NS}/{ISVC}:" in actions
     block = actions.split("```yaml\n", 1)[1].split("```", 1)[0]
     assert [line.strip() for line in block.rstrip().splitlines()] == [line.strip() for line in PORT_PATCH.splitlines()]
 
@@ -614,3 +614,25 @@ def test_render_html_refuses_remote_assets(tmp_path: Path) -> None:
     with pytest.raises(RunbookError, match="would load from the network"):
         report_html.render_html(source, tmp_path / "report.html")
     assert not (tmp_path / "report.html").exists()
+
+
+def test_cluster_text_cannot_inject_markup_into_summary_md() -> None:
+    hostile = "x<img src=x onerror=alert(1)> [click](http://evil.example) ![t](http://track.example/p.gif) `c`\x1b[2J"
+    finding = Finding(
+        code="PORT_MISMATCH",
+        title=f"title {hostile}",
+        summary=f"summary {hostile}",
+        objects=(f"Pod/llm/{hostile}",),
+        evidence=(f"evidence {hostile}\nsecond line",),
+        fix=Fix(
+            what=f"change {hostile}",
+            patch=Patch(target="InferenceService.serving.kserve.io/llm/x", body="spec:\n  a: '```'\n"),
+            apply_command='kubectl patch x --type merge -p \'{"a":["b"]}\'',
+            rollback_command="kubectl patch x --type merge -p '{\"a\":null}'",
+        ),
+    )
+    markdown = summary_markdown(build_result(incident_evidence(), [finding]))
+    assert "<img" not in markdown and "[click](" not in markdown and "![t](" not in markdown and "\x1b" not in markdown
+    assert "&lt;img" in markdown and "\\[click\\]" in markdown
+    assert 'kubectl patch x --type merge -p \'{"a":["b"]}\'' in markdown  # commands stay copyable
+    assert "````yaml" in markdown  # a fence longer than the backticks in the patch body

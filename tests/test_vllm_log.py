@@ -131,3 +131,24 @@ def test_nothing_found() -> None:
     facts = parse_engine_log("INFO: Started server process [1]\n")
     assert not facts.found
     assert parse_engine_log(V1_EARLY).found
+
+
+# vLLM 0.8.2's start-up dying in its sampler warm-up, lines as in vllm-project/vllm issue #15617 (message from
+# vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run) and the pooler variant of pooling models.
+V1_SAMPLER_WARMUP_OOM = (
+    "INFO 03-27 16:42:50 [gpu_model_runner.py:1164] Model loading took 14.9889 GB and 30.80 seconds\n"
+    "ERROR 03-27 17:34:18 [core.py:343] RuntimeError: CUDA out of memory occurred when warming up sampler with 1,024 "
+    "dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.\n"
+)
+
+
+def test_sampler_warmup_oom_tells_the_batch_that_did_not_fit() -> None:
+    assert parse_engine_log(V1_SAMPLER_WARMUP_OOM).warmup_oom_requests == 1024
+    pooler = "RuntimeError: CUDA out of memory occurred when warming up pooler (task='embed') with 256 dummy requests."
+    assert parse_engine_log(pooler).warmup_oom_requests == 256
+    # The backticks lost on the way (as quoted in the issue) change nothing.
+    assert parse_engine_log(V1_SAMPLER_WARMUP_OOM.replace("`", "")).warmup_oom_requests == 1024
+    assert (
+        parse_engine_log("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB").warmup_oom_requests
+        is None
+    )

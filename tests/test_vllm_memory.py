@@ -279,6 +279,8 @@ def test_sliding_window_concurrency_is_flagged_as_a_lower_bound() -> None:
     ("version", "gpu", "expected"),
     [
         ("0.6.4", "H100-80GB", 256),
+        ("0.8.2", "L4", 1024),  # V1 before PR #16158: 1024 everywhere (vllm issue #15617)
+        ("0.8.4", "L4", 256),
         ("0.10.1", "H100-80GB", 1024),
         ("0.10.1", "A100-80GB", 256),
         ("0.10.1", "L40S", 256),

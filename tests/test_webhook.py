@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -30,8 +31,12 @@ from urllib.parse import urlsplit
 
 import pytest
 from fakeapi import FakeApiServer
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from nbhelpers.cli.webhook import (
+    ISVC_LABELS,
     MAX_BODY_BYTES,
     Admissions,
     Alert,
@@ -691,3 +696,53 @@ def test_slow_senders_and_too_many_connections_are_cut(
         connection.close()
     healthy = urllib.request.urlopen(f"{receiver.server.url}/healthz", timeout=5)  # slots are free again
     assert healthy.status == 200
+
+
+# ------------------------------------------------------------------------------------------- fuzzing
+
+_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)),
+    max_leaves=12,
+)
+_LABEL_TEXT = st.one_of(
+    st.text(max_size=40),
+    st.sampled_from(["llm", "vllm-llm", "vllm-llm-predictor-00001-private", "../x", "llm\n", "<!channel>", "\x1b[2J"]),
+)
+_ALERT = st.fixed_dictionaries(
+    {"status": st.sampled_from(["firing", "resolved", "", "x"]), "startsAt": st.one_of(_LABEL_TEXT, _JSON)},
+    optional={
+        "labels": st.one_of(
+            st.dictionaries(st.sampled_from([*ISVC_LABELS, "namespace", "alertname", "pod"]), _LABEL_TEXT), _JSON
+        ),
+        "annotations": _JSON,
+    },
+)
+_PAYLOAD = st.one_of(
+    _JSON,
+    st.fixed_dictionaries(
+        {"version": st.sampled_from(["4", 4, None]), "alerts": st.one_of(st.lists(_ALERT, max_size=5), _JSON)}
+    ),
+)
+
+
+_DNS = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+@hypothesis_settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_PAYLOAD)
+def test_any_payload_is_a_list_of_alerts_or_one_payload_error(document: Any) -> None:
+    """Whatever a sender posts ends as alerts (each a job or a skip with a reason) or a 400-style reason."""
+    body = json.dumps(document).encode()
+    try:
+        alerts = parse_payload(body)
+    except PayloadError as error:
+        assert "\n" not in str(error)
+        return
+    for alert in alerts:
+        job = job_for(alert)
+        if isinstance(job, Job):
+            assert "\n" not in job.alert and all(char.isprintable() for char in job.alert)
+            assert _DNS.fullmatch(job.target.namespace) and _DNS.fullmatch(job.target.isvc)
+        else:
+            assert isinstance(job, Skip) and job.reason

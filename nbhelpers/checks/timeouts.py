@@ -18,7 +18,15 @@ Two comparisons make findings: an outer layer that gives up before an inner one,
 the window's long requests reach (vLLM's end-to-end p99; cold start is not measured yet). A default
 LB/ingress/gateway value is ``TIMEOUT_LB_DEFAULT``, anything else ``TIMEOUT_MISALIGNED``. 504s are
 attributed from ingress-nginx, Istio (response flag UT) and Knative counts and from a latency plateau at a
-layer's value; a finding is raised to critical only when measured 504s in the window are attributed to it.
+layer's value. The severity follows what the window shows at that layer:
+
+- critical only when measured 504s in the window are attributed to it: the summary says requests *are* cut;
+- information when the layer is an idle timeout that long requests are seen to pass, streamed (ingress-nginx
+  counted none of its own 504s while vLLM's p99 ran past its value with a quick first token, see
+  :func:`nbhelpers.facts.timeout_path.passed_streamed`): nginx's proxy_read_timeout bounds the silence between
+  two reads, not the whole response, so only a non-streamed or stalled request is at risk and the layer is no
+  cause of this window's errors;
+- otherwise a warning about the risk: requests *would be* cut, none is counted (or countable) at this layer.
 """
 
 from __future__ import annotations
@@ -104,14 +112,17 @@ def _latency_note(data: MetricData | None) -> str | None:
     return f"end-to-end latency (vllm_e2e_p99): {status}; timeouts compared with each other only"
 
 
-def _count(data: MetricData | None, code_label: str, keep: Callable[[Mapping[str, str]], bool]) -> float | None:
-    """Requests answered 504 in the window: the per-second rates summed over the samples times the step."""
+def _count(
+    data: MetricData | None, code_label: str, keep: Callable[[Mapping[str, str]], bool], code: str | None = "504"
+) -> float | None:
+    """Requests answered ``code`` (any code when None) in the window: the per-second rates summed over the
+    samples times the step."""
     if data is None or data.status not in ("ok", "empty"):
         return None
     return sum(
         value * data.step
         for series in data.series
-        if series.labels.get(code_label) == "504" and keep(series.labels)
+        if (code is None or series.labels.get(code_label) == code) and keep(series.labels)
         for _, value in series.samples
         if math.isfinite(value)
     )
@@ -123,8 +134,10 @@ def _flags(labels: Mapping[str, str]) -> set[str]:
 
 def _cut_504s(evidence: Evidence) -> chain.Cut504s:
     istio = evidence.metrics.get("istio_requests_by_code")
+    nginx = evidence.metrics.get("nginx_requests_by_status")
     return chain.Cut504s(
-        nginx=_count(evidence.metrics.get("nginx_requests_by_status"), "status", lambda _: True),
+        nginx=_count(nginx, "status", lambda _: True),
+        nginx_requests=_count(nginx, "status", lambda _: True, code=None),
         istio_upstream_timeout=_count(istio, "response_code", lambda labels: "UT" in _flags(labels)),
         istio_passed_through=_count(istio, "response_code", lambda labels: "UT" not in _flags(labels)),
         knative=_count(evidence.metrics.get("knative_requests_by_code"), "response_code", lambda _: True),
@@ -175,20 +188,23 @@ class TimeoutJudge:
             return None
         lb_default = layer.is_default and layer.role in chain.EDGE_ROLES
         attribution = chain.attribute(layer, self.cut, self.plateau) if slow else None
+        streamed = slow and chain.passed_streamed(layer, self.observed, self.cut)
         severity: Severity | None = None
         if lb_default and not slow:
             severity = Severity.INFO  # a latent default: nothing in the window came near it
         elif attribution is not None and attribution.measured:
             severity = Severity.CRITICAL
+        elif streamed:
+            severity = Severity.INFO  # long requests passed it streamed: a risk, not a cause of this window's errors
         code = "TIMEOUT_LB_DEFAULT" if lb_default else "TIMEOUT_MISALIGNED"
         cutting = attribution is not None and (attribution.measured or self.plateau == layer)
         target = chain.recommended_seconds(layer, self.layers, self.observed, self._ceiling(layer), cutting)
-        summary = self._summary(layer, inner, slow, attribution, severity)
+        summary = self._summary(layer, inner, slow, attribution, severity, streamed)
         fix = self._fix(item, target)
         objects = [kube.ref(self.evidence.isvc), *(ref for ref in [layer.obj, *(i.obj for i in inner)] if ref)]
         return Finding(
             code=code,
-            title=self._title(layer, inner, slow),
+            title=self._title(layer, inner, slow, streamed),
             summary=summary,
             objects=tuple(dict.fromkeys(objects)),
             evidence=tuple(self._evidence_lines(attribution)),
@@ -199,9 +215,16 @@ class TimeoutJudge:
     def _ceiling(self, layer: Layer) -> float | None:
         return max_revision_timeout(self.evidence) if layer.role == "knative" else None
 
-    def _title(self, layer: Layer, inner: Sequence[Layer], slow: bool) -> str:
+    def _title(self, layer: Layer, inner: Sequence[Layer], slow: bool, streamed: bool) -> str:
         value = chain.format_seconds(layer.seconds or 0)
         default = " (default)" if layer.is_default else ""
+        if streamed:
+            assert self.observed.e2e_p99 is not None
+            return (
+                f"{layer.name} {value}{default}: long requests "
+                f"({chain.format_seconds(round(self.observed.e2e_p99, 1))} p99) pass it streamed, "
+                "non-streamed ones would be cut"
+            )
         if slow:
             assert self.observed.budget is not None
             return (
@@ -220,6 +243,7 @@ class TimeoutJudge:
         slow: bool,
         attribution: chain.Attribution | None,
         severity: Severity | None,
+        streamed: bool = False,
     ) -> str:
         value = chain.format_seconds(layer.seconds or 0)
         where = f" on {layer.obj}" if layer.obj else ""
@@ -234,9 +258,8 @@ class TimeoutJudge:
             parts.append(
                 f"The window's long requests take {chain.format_seconds(round(self.observed.budget, 1))} "
                 f"(vLLM end-to-end p99 {chain.format_seconds(round(self.observed.e2e_p99, 1))}, queue time p95 "
-                f"{chain.describe_seconds(self.observed.queue_p95)} of it; cold start not measured), so requests "
-                f"longer than {value} "
-                "are cut by this layer with a 504, while the layers behind it (and vLLM) may go on working on them."
+                f"{chain.describe_seconds(self.observed.queue_p95)} of it; cold start not measured)"
+                + self._consequence(layer, attribution, streamed)
             )
         if inner:
             names = ", ".join(f"{i.name} {chain.format_seconds(i.seconds or 0)}" for i in inner)
@@ -251,9 +274,56 @@ class TimeoutJudge:
             parts.append(
                 f"Raised to critical: ≈{attribution.count:.0f} 504s in the window are attributed to this layer."
             )
-        elif severity is Severity.INFO:
+        elif severity is Severity.INFO and not streamed:
             parts.append("No request in the window came near it, so this is reported for information only.")
         return " ".join(parts)
+
+    def _consequence(self, layer: Layer, attribution: chain.Attribution | None, streamed: bool) -> str:
+        """What this layer does to the long requests, worded after what the window shows at this layer."""
+        value = chain.format_seconds(layer.seconds or 0)
+        measured = attribution is not None and attribution.measured
+        if layer.kind == chain.REQUEST:
+            cut = "are cut" if measured else "would be cut"
+            return (
+                f", so requests longer than {value} {cut} by this layer with a 504 (a request timeout bounds the "
+                "whole exchange, streamed or not), while the layers behind it (and vLLM) may go on working on them."
+                + ("" if measured else " " + self._unmeasured(layer))
+            )
+        silence = (
+            f"responses silent for {value} (a non-streamed one until its last token, a stream before its first token "
+            "or between two tokens)"
+            if layer.kind == chain.IDLE
+            else f"responses whose first byte takes longer than {value} (a non-streamed one sends it with its last "
+            "token)"
+        )
+        if measured:
+            return (
+                f", so {silence} are cut by this layer with a 504, while the layers behind it (and vLLM) may go on "
+                "working on them."
+            )
+        if streamed:
+            assert self.observed.ttft_p95 is not None
+            return (
+                ". This idle timeout bounds the silence between two reads from the server, not the whole response, "
+                "and it "
+                f"counted none of its own 504s among ≈{self.cut.nginx_requests or 0:.0f} requests although the p99 "
+                f"ran past {value}, with the first token after "
+                f"{chain.format_seconds(round(self.observed.ttft_p95, 1))} (p95): the long requests were streamed and "
+                f"passed it. Only {silence} would be cut: a "
+                "risk for non-streamed clients, not a cause of this window's errors, so this is reported for "
+                "information."
+            )
+        return f", so {silence} would be cut by this layer with a 504. " + self._unmeasured(layer)
+
+    def _unmeasured(self, layer: Layer) -> str:
+        """Why a layer with no measured 504s is a risk, and how much the window says about it."""
+        if self.plateau == layer:
+            return "No 504 of this layer is counted, but the latency flattening at its value suggests it cuts them."
+        if layer.inferred_504s:
+            return "This layer's own 504s are not in Prometheus: a risk inferred from the latency, not a measured cut."
+        if chain.is_nginx(layer) and self.cut.nginx is None:
+            return "ingress-nginx's request counts are not available: a risk, not a measured cut."
+        return "No 504 of this layer is counted in the window: a risk, not a measured cut."
 
     def _evidence_lines(self, attribution: chain.Attribution | None) -> list[str]:
         lines = [f"chain: {chain.describe_chain(self.layers)}"]

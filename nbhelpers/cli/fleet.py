@@ -44,6 +44,7 @@ from nbhelpers.sources.kinds import Kind
 from nbhelpers.sources.kube import KubeObject
 from nbhelpers.triage import SharedSources, TriageParams, open_live_sources, run
 from nbhelpers.util.files import write_atomic
+from nbhelpers.util.redaction import redact_text
 from nbhelpers.util.times import Window, format_time
 
 FLEET_SCHEMA_ID = "kserve-runbook/fleet/v1"
@@ -157,8 +158,8 @@ def list_services(cluster: ClusterSource, namespace: str | None) -> list[tuple[s
                 "the InferenceService CRD (serving.kserve.io) is not installed in this cluster"
             ) from None
         if failure.status in ("unreachable", "timeout"):
-            raise RunbookError(failure.reason) from None
-        raise RunbookError(f"cannot list InferenceServices {where}: {failure.reason}") from None
+            raise RunbookError(redact_text(failure.reason)) from None
+        raise RunbookError(f"cannot list InferenceServices {where}: {redact_text(failure.reason)}") from None
     if not found:
         hint = "" if namespace is None else " (--all-namespaces looks everywhere)"
         raise RunbookError(f"no InferenceService {where}: nothing to triage{hint}")
@@ -251,7 +252,7 @@ def entry_from_findings(document: Mapping[str, Any], path: str) -> ServiceEntry:
 
 
 def _failure_reason(error: Exception) -> str:
-    text = " ".join(str(error).split())
+    text = " ".join(redact_text(str(error)).split())
     return text if isinstance(error, RunbookError) else f"{type(error).__name__}: {text}"
 
 

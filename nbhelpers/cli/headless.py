@@ -19,27 +19,39 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.gather import require_isvc
 from nbhelpers.evidence.model import Target
-from nbhelpers.notebook import ERROR_FILE_ENV, PROGRESS_FILE_ENV
-from nbhelpers.triage import TriageParams, opened_sources
+from nbhelpers.notebook import ERROR_FILE_ENV, PROGRESS_FILE_ENV, PROMETHEUS_URL_ENV
+from nbhelpers.triage import TriageParams, TriageResult, opened_sources
 from nbhelpers.util.paths import runbook_path
+from nbhelpers.util.redaction import redact_url
 
 # The CLI and the notebook kernel talk through files named by these variables (see nbhelpers.notebook).
 HEADERS_ENV = "KSERVE_RUNBOOK_PROMETHEUS_HEADERS"
 OUTPUT_FILES = ("triage.ipynb", "report.html", "findings.json", "summary.md")
+EVIDENCE_FILE = "evidence.tar.gz"  # the redacted evidence the verdict came from; the report is rendered from it
+# Of a --deadline, the share kept back from reading so that findings.json and summary.md are always written:
+# the kernel stops reading this much earlier than the deadline (at most WRITE_RESERVE_MAX seconds).
+WRITE_RESERVE_SHARE = 0.25
+WRITE_RESERVE_MAX = timedelta(seconds=20)
+
+
+def reading_budget(deadline: timedelta) -> timedelta:
+    """How long the kernel may read: the deadline less a reserve for writing the findings."""
+    return deadline - min(deadline * WRITE_RESERVE_SHARE, WRITE_RESERVE_MAX)
 
 
 @dataclass(frozen=True)
 class Report:
     out_dir: Path
     findings: dict[str, Any]
+    html: bool = True  # False: the deadline came before report.html could be rendered
 
     @property
     def has_critical(self) -> bool:
@@ -47,8 +59,12 @@ class Report:
 
 
 def preflight(params: TriageParams) -> Target:
-    """Validate sources, window and target before a kernel starts; ``RunbookError`` on bad input."""
-    with opened_sources(params) as (cluster, _metrics, target, _window):
+    """Validate sources, window and target before a kernel starts; ``RunbookError`` on bad input.
+
+    Bounded by the reading budget of ``--deadline``, like the run itself.
+    """
+    deadline = time.monotonic() + reading_budget(params.deadline).total_seconds() if params.deadline else None
+    with opened_sources(params, deadline=deadline) as (cluster, _metrics, target, _window):
         require_isvc(cluster, target)
     return target
 
@@ -79,9 +95,12 @@ def notebook_parameters(params: TriageParams, out_dir: Path, symptom: str = "") 
     Prometheus headers may carry credentials: they travel in the kernel's environment
     (:data:`HEADERS_ENV`), and the notebook only learns that variable's name.
     """
+    if params.deadline is not None:
+        params = replace(params, deadline=reading_budget(params.deadline))
     text = params.to_text()
     del text["prometheus_headers"]
     text |= {
+        "prometheus": redact_url(params.prometheus),  # the real one, credentials and all, in PROMETHEUS_URL_ENV
         "bundle": str(Path(params.bundle).resolve()) if params.bundle else "",
         "kubeconfig": str(Path(params.kubeconfig).resolve()) if params.kubeconfig else "",
         "prometheus_headers_env": HEADERS_ENV if params.prometheus_headers else "",
@@ -143,6 +162,8 @@ def _kernel_environment(params: TriageParams, progress_file: Path, error_file: P
             name, _, value = header.partition(":")
             headers[name.strip()] = value.strip()
         added[HEADERS_ENV] = json.dumps(headers)
+    if params.prometheus and redact_url(params.prometheus) != params.prometheus:
+        added[PROMETHEUS_URL_ENV] = params.prometheus
     saved: dict[str, str | None] = {name: os.environ.get(name) for name in added}
     os.environ.update(added)
     try:
@@ -216,7 +237,11 @@ def execute(
                 f"(executed notebook kept at {partial_notebook})"
             ) from None
         except TimeoutError:
-            raise RunbookError(f"the run did not finish within --deadline {params.to_text()['deadline']}") from None
+            findings_file = out_dir / "findings.json"
+            if not findings_file.exists():
+                raise RunbookError(f"the run did not finish within --deadline {params.to_text()['deadline']}") from None
+            # The findings were written within the reading budget; only the notebook's display cells ran out.
+            return Report(out_dir, json.loads(findings_file.read_text()), html=False)
     notebook_file = out_dir / "triage.ipynb"
     os.replace(partial_notebook, notebook_file)
     render_html(notebook_file, out_dir / "report.html")
@@ -224,3 +249,85 @@ def execute(
     if not findings_file.exists():
         raise RunbookError(f"the runbook ran but wrote no {findings_file}")
     return Report(out_dir, json.loads(findings_file.read_text()))
+
+
+# --------------------------------------------------------------------------------- verdict first
+
+
+def write_verdict(result: TriageResult, out_dir: Path) -> Path:
+    """The fast part's files: findings.json, summary.md and the redacted evidence bundle they came from.
+
+    The bundle is what the report notebook reads, so the report shows the evidence the verdict was drawn
+    from and never reads the cluster a second time; it is also the file to attach to a postmortem.
+    """
+    from nbhelpers.evidence.capture import write_bundle
+    from nbhelpers.render.findings_json import write_outputs
+
+    write_outputs(result, out_dir)
+    return write_bundle(result.evidence, out_dir / EVIDENCE_FILE, result.evidence.observed_at)
+
+
+def report_parameters(result: TriageResult, params: TriageParams, bundle: Path) -> TriageParams:
+    """The request the report notebook runs: the same target, window and settings, read from ``bundle``."""
+    window = result.evidence.window
+    return replace(
+        params,
+        bundle=str(bundle),
+        namespace=result.evidence.target.namespace,
+        isvc=result.evidence.target.isvc,
+        kubeconfig="",
+        context="",
+        prometheus="",
+        prometheus_token_env="",
+        prometheus_ca_file="",
+        prometheus_headers=(),
+        since=None,
+        start=window.start,
+        end=window.end,
+        deadline=None,
+    )
+
+
+def render_report(
+    result: TriageResult,
+    params: TriageParams,
+    out_dir: Path,
+    bundle: Path,
+    seconds_left: float | None,
+    symptom: str = "",
+) -> str:
+    """Execute the notebook on ``bundle`` and export report.html; "" when done, else why it was not.
+
+    findings.json and summary.md are already written and stay as they are: a report that cannot be
+    rendered (the deadline, a broken kernel) costs the report, never the verdict.
+    """
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    from nbhelpers.render.report_html import render_html
+
+    if seconds_left is not None and seconds_left <= 0:
+        return "the --deadline was reached before the report could be rendered"
+    parameters = notebook_parameters(report_parameters(result, params, bundle), out_dir, symptom)
+    parameters["out_dir"] = ""  # the notebook must not write findings.json again: the CLI's files are the verdict
+    partial_notebook = out_dir / ".triage.partial.ipynb"
+    with tempfile.TemporaryDirectory(prefix="kserve-runbook-") as scratch:
+        try:
+            with _stderr_to(Path(scratch) / "kernel.log"):
+                papermill.execute_notebook(
+                    str(runbook_path("triage")),
+                    str(partial_notebook),
+                    parameters=parameters,
+                    kernel_name="python3",
+                    progress_bar=False,
+                    cwd=str(out_dir),
+                    execution_timeout=math.ceil(seconds_left) if seconds_left is not None else None,
+                )
+        except PapermillExecutionError as error:
+            return f"the report notebook failed in cell {error.exec_count}: {error.ename}: {error.evalue}"
+        except TimeoutError:
+            return "the --deadline was reached while the report was rendered"
+    notebook_file = out_dir / "triage.ipynb"
+    os.replace(partial_notebook, notebook_file)
+    render_html(notebook_file, out_dir / "report.html")
+    return ""

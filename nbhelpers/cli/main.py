@@ -75,6 +75,11 @@ def _report_options(function: F) -> F:
         click.option("--deadline", default="", help="Overall time limit for the run, e.g. 300s."),
         click.option("--ignore", multiple=True, help="Report this finding code as info (repeatable)."),
         click.option("--quiet", "-q", is_flag=True, help="No progress output."),
+        click.option(
+            "--no-report",
+            is_flag=True,
+            help="Stop after the verdict: findings.json, summary.md and evidence.tar.gz, no notebook or HTML.",
+        ),
         FAIL_ON_PARTIAL,
     ]
     for option in reversed(options):
@@ -113,23 +118,37 @@ def _params(options: dict[str, Any]) -> Any:
 
 
 def _run_report(options: dict[str, Any], always_zero: bool = False) -> None:
-    from nbhelpers.cli import headless
+    """Verdict first: read once and run the nine steps in-process, write findings.json, summary.md and the
+    evidence bundle, print the verdict; only then render the report notebook from that bundle."""
+    import time
 
+    from nbhelpers.cli import headless
+    from nbhelpers.triage import run
+
+    began = time.monotonic()
     params = _params(options)
-    target = headless.preflight(params)
-    out_dir = headless.output_dir(options.get("out") or None, target, datetime.now(timezone.utc))
     show_progress = not options.get("quiet") and sys.stderr.isatty()
-    if show_progress:
-        click.echo(terminal_safe(f"triage {target.namespace}/{target.isvc} -> {out_dir}"), err=True)
-    report = headless.execute(params, out_dir, show_progress, symptom=options.get("symptom") or "")
-    critical = sum(1 for finding in report.findings["findings"] if finding["severity"] == "critical")
-    causes = ", ".join(report.findings["root_causes"]) or "none"
+    progress = (lambda _event, message: click.echo(terminal_safe(f"  {message}"), err=True)) if show_progress else None
+    result = run(params, progress)
+    target = result.evidence.target
+    out_dir = headless.output_dir(options.get("out") or None, target, datetime.now(timezone.utc))
+    bundle = headless.write_verdict(result, out_dir)
+    critical = sum(1 for finding in result.findings if finding.level.value == "critical")
     coverage = _coverage_line(out_dir / "summary.md")
     click.echo(terminal_safe(coverage))
-    click.echo(f"report: {out_dir / 'report.html'}")
-    click.echo(f"root causes: {causes} ({critical} critical findings)")
-    _fail_if_partial(options, bool(report.findings.get("partial")), coverage)
-    sys.exit(0 if always_zero or not report.has_critical else 1)
+    click.echo(terminal_safe(f"root causes: {', '.join(result.root_causes) or 'none'} ({critical} critical findings)"))
+    click.echo(f"findings: {out_dir / 'findings.json'}")
+    sys.stdout.flush()
+    if not options.get("no_report"):
+        left = params.deadline.total_seconds() - (time.monotonic() - began) if params.deadline else None
+        symptom = options.get("symptom") or ""
+        problem = headless.render_report(result, params, out_dir, bundle, left, symptom)
+        if problem:
+            click.echo(terminal_safe(f"report: not rendered ({problem}); the verdict is in {out_dir / 'summary.md'}"))
+        else:
+            click.echo(f"report: {out_dir / 'report.html'}")
+    _fail_if_partial(options, result.partial, coverage)
+    sys.exit(0 if always_zero or not result.has_critical else 1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -150,7 +169,8 @@ def cli() -> None:
     help="What users report: the report then names the steps to read first (all nine run anyway).",
 )
 def triage(**options: Any) -> None:
-    """Run the triage runbook headless and write report.html, triage.ipynb, findings.json, summary.md."""
+    """Triage one InferenceService: the verdict first (findings.json, summary.md, evidence.tar.gz), then the
+    report (triage.ipynb and report.html, rendered from that evidence)."""
     _run_report(options)
 
 
@@ -387,7 +407,9 @@ def terminal_safe(text: str) -> str:
 
 
 def _fail(message: str, prefix: str = "error: ") -> NoReturn:
-    click.echo(f"kserve-runbook: {prefix}{terminal_safe(message)}", err=True)
+    from nbhelpers.util.redaction import redact_text
+
+    click.echo(f"kserve-runbook: {prefix}{terminal_safe(redact_text(message))}", err=True)
     sys.exit(2)
 
 

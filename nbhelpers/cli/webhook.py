@@ -351,7 +351,7 @@ def run_line(record: RunRecord) -> str:
     """The progress line, and the notification text, of a finished run."""
     head = f"{record.job.ref} (alert {record.job.alert or 'unnamed'})"
     if record.error:
-        return f"{head}: triage failed: {record.error}"
+        return f"{head}: triage failed: {redact_text(record.error)}"
     causes = ", ".join(record.root_causes[:MAX_ROOT_CAUSES_NOTIFIED]) or "none"
     more = len(record.root_causes) - MAX_ROOT_CAUSES_NOTIFIED
     causes += f" and {more} more" if more > 0 else ""

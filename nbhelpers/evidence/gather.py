@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from types import MappingProxyType
@@ -22,13 +23,14 @@ from nbhelpers.sources.base import (
     ClusterSource,
     LogRequest,
     MetricsSource,
+    SeriesData,
     describe_get,
     describe_list,
     describe_logs,
 )
 from nbhelpers.sources.kube import KubeObject
 from nbhelpers.util.limits import LimitExceeded
-from nbhelpers.util.redaction import redact_objects, redact_text
+from nbhelpers.util.redaction import redact_labels, redact_objects, redact_text
 from nbhelpers.util.safe_load import load_json
 from nbhelpers.util.times import Window, parse_k8s_time, query_step_seconds
 
@@ -137,8 +139,10 @@ def gather(
     note("querying Prometheus")
     metric_data = _query_metrics(metrics, target, window, reader.records, predictor_hpa_names(reader.objects, target))
 
-    objects, events, logs = _redact(reader.objects, events, logs)
+    objects, events, logs, metric_data, secrets = _redact(reader.objects, events, logs, metric_data)
     versions = _detect_versions(cluster, logs, reader.records)
+    versions = {name: redact_text(version, secrets) for name, version in versions.items()}
+    reads = [ReadRecord(record.what, record.status, redact_text(record.reason, secrets)) for record in reader.records]
     isvc = next(obj for obj in objects[kinds.INFERENCE_SERVICE.key] if kube.ref(obj) == isvc_ref)
     kserve_config = next(
         (
@@ -160,7 +164,7 @@ def gather(
         events=tuple(events),
         logs=tuple(logs),
         metrics=MappingProxyType(metric_data),
-        reads=tuple(reader.records),
+        reads=tuple(reads),
         versions=MappingProxyType(versions),
         sources=MappingProxyType({"cluster": cluster.mode, "prometheus": metrics.mode if metrics else "none"}),
         site=site,
@@ -168,9 +172,16 @@ def gather(
 
 
 def _redact(
-    buckets: dict[str, dict[str, KubeObject]], events: list[KubeObject], logs: list[ContainerLog]
-) -> tuple[dict[str, tuple[KubeObject, ...]], list[KubeObject], list[ContainerLog]]:
-    """Remove plain-text secrets from everything read, before any check or writer sees it."""
+    buckets: dict[str, dict[str, KubeObject]],
+    events: list[KubeObject],
+    logs: list[ContainerLog],
+    metric_data: dict[str, MetricData],
+) -> tuple[dict[str, tuple[KubeObject, ...]], list[KubeObject], list[ContainerLog], dict[str, MetricData], set[str]]:
+    """Remove plain-text secrets from everything read, before any check or writer sees it.
+
+    Objects and events go through the object rules (util/redaction.py); the values found there are then
+    removed from the logs and the metric series too, on top of the text rules. Also returns those values.
+    """
     keys = [key for key, bucket in buckets.items() for _ in bucket]
     flat = [obj for bucket in buckets.values() for obj in bucket.values()]
     cleaned, secrets = redact_objects(flat + events)
@@ -181,7 +192,25 @@ def _redact(
         ContainerLog(log.namespace, log.pod, log.container, log.previous, redact_text(log.text, secrets))
         for log in logs
     ]
-    return {key: tuple(items) for key, items in objects.items()}, cleaned[len(flat) :], clean_logs
+    # The text rules already ran on each answer as it was read (_query_one); here only the values found.
+    clean_metrics = (
+        {query_id: _redact_metric(data, secrets) for query_id, data in metric_data.items()} if secrets else metric_data
+    )
+    return (
+        {key: tuple(items) for key, items in objects.items()},
+        cleaned[len(flat) :],
+        clean_logs,
+        clean_metrics,
+        secrets,
+    )
+
+
+def _redact_metric(data: MetricData, known_secrets: Iterable[str] = ()) -> MetricData:
+    """``data`` with its series' label values and its error message redacted."""
+    if not data.series and not data.error:
+        return data
+    series = tuple(SeriesData(redact_labels(item.labels, known_secrets), item.samples) for item in data.series)
+    return replace(data, series=series, error=redact_text(data.error, known_secrets))
 
 
 def require_isvc(cluster: ClusterSource, target: Target) -> KubeObject:
@@ -194,7 +223,9 @@ def require_isvc(cluster: ClusterSource, target: Target) -> KubeObject:
             raise RunbookError(
                 "the InferenceService CRD (serving.kserve.io) is not installed in this cluster"
             ) from None
-        raise RunbookError(f"cannot read InferenceService {target.namespace}/{target.isvc}: {failure.reason}") from None
+        raise RunbookError(
+            f"cannot read InferenceService {target.namespace}/{target.isvc}: {redact_text(failure.reason)}"
+        ) from None
     if isvc is None:
         try:
             existing = sorted(kube.name(obj) for obj in cluster.list(kind, target.namespace))
@@ -419,8 +450,10 @@ def _query_one(
             answer = metrics.query_range(spec.id, promql, window.start, window.end, step)
         except ReadFailed as failure:
             status = failure.status if failure.status in ("unreachable", "timeout", "missing") else "error"
-            return MetricData(spec.id, promql, index, step, status, error=failure.reason)
-        data = MetricData(spec.id, promql, index, step, "ok" if answer.series else "empty", answer.series)
+            return _redact_metric(MetricData(spec.id, promql, index, step, status, error=failure.reason))
+        data = _redact_metric(
+            MetricData(spec.id, promql, index, step, "ok" if answer.series else "empty", answer.series)
+        )
         if answer.series:
             return data
         first = first or data

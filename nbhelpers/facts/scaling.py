@@ -1,6 +1,7 @@
 """Facts the ``scale_target`` step weighs autoscalers against: which Deployments receive traffic, the
-pod's request ceiling and measured capacity (from :mod:`nbhelpers.facts.engine`), and cold starts read from
-pod status.
+pod's request ceiling (from :mod:`nbhelpers.facts.engine`) and measured capacity (the what-if's measurement,
+:mod:`nbhelpers.models.capacity`), how long an autoscaler sat at its maximum with requests waiting, the demand,
+and cold starts read from pod status.
 
 Everything here is a pure function of the evidence.
 """
@@ -8,13 +9,15 @@ Everything here is a pure function of the evidence.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common, engine
 from nbhelpers.facts.engine import Valued
+from nbhelpers.metrics import series
+from nbhelpers.models import capacity as cap
 from nbhelpers.sources import kinds, kube
 from nbhelpers.util import quantities
 from nbhelpers.util.times import parse_k8s_time
@@ -75,20 +78,44 @@ def serving_workloads(evidence: Evidence, mode: str) -> ServingWorkloads:
 
 # --- the pod's request ceiling and capacity -------------------------------------------------------
 
+# A measured plateau counts only over this many moments with every pod saturated (one scrape may catch a queue
+# that the next scheduler step clears).
+MIN_SATURATED_SAMPLES = 3
+MEASURED_ORIGIN = "measured in this window: the most requests a pod ran while every pod had requests waiting"
+
 
 @dataclass(frozen=True)
 class Capacity:
-    """The pod's request ceiling (``--max-num-seqs`` in effect) and the running requests it actually held
-    while requests queued (the measured capacity: the KV cache may hold fewer requests than the flag allows)."""
+    """The pod's request ceiling (``--max-num-seqs`` in effect) and what the window's metrics measured.
+
+    ``pod`` is the what-if's measurement (:func:`nbhelpers.models.capacity.measure_capacity`, the same call with the
+    same series, so both report the same numbers): throughput, and concurrency when the pods saturated.
+    ``plateau`` is its saturated concurrency (:func:`nbhelpers.models.capacity.saturated_concurrency`), kept when
+    at least :data:`MIN_SATURATED_SAMPLES` moments show every pod saturated; the KV cache may hold fewer
+    requests than the flag allows, and then the plateau, not the flag, is what a pod runs at once.
+    """
 
     ceiling: Valued | None
-    saturated_running: int | None
+    plateau: int | None = None
+    pod: cap.PodCapacity | None = None
+
+    @property
+    def saturated_running(self) -> int | None:
+        return self.plateau
+
+    @property
+    def limit(self) -> Valued | None:
+        """What one pod runs at once: the measured plateau when the metrics show one below the ceiling (or no
+        ceiling is known), else the ceiling."""
+        if self.plateau is not None and (self.ceiling is None or self.plateau < self.ceiling.value):
+            below = f", below the ceiling {self.ceiling.value:g} ({self.ceiling.origin})" if self.ceiling else ""
+            return Valued(self.plateau, MEASURED_ORIGIN + below)
+        return self.ceiling
 
     @property
     def per_pod(self) -> int | None:
-        if self.saturated_running is not None:
-            return self.saturated_running
-        return int(self.ceiling.value) if self.ceiling is not None else None
+        limit = self.limit
+        return int(limit.value) if limit is not None else None
 
     @property
     def target(self) -> int | None:
@@ -97,21 +124,122 @@ class Capacity:
         return None if per_pod is None else max(1, math.floor(per_pod * TARGET_FRACTION))
 
     def derivation(self) -> str:
-        per_pod = self.per_pod
-        if per_pod is None:
+        limit = self.limit
+        if limit is None:
             return "the pod's capacity is unknown"
-        if self.saturated_running is not None:
-            source = f"the {per_pod} running requests a pod held while requests queued in this window"
+        if self.plateau is not None:
+            source = f"the {limit.value:g} running requests a pod held while requests queued in this window"
         else:
-            assert self.ceiling is not None
-            source = f"the request ceiling {per_pod} ({self.ceiling.origin})"
+            source = f"the request ceiling {limit.value:g} ({limit.origin})"
         return f"{int(TARGET_FRACTION * 100)} % of {source}, so a pod gets help before it saturates"
 
 
 def capacity(evidence: Evidence, workload: common.Workload) -> Capacity:
     """The ceiling in effect, else the observed plateau (:func:`nbhelpers.facts.engine.max_num_seqs_or_plateau`),
-    and the measured capacity."""
-    return Capacity(engine.max_num_seqs_or_plateau(evidence, workload), engine.saturated_running(evidence))
+    and the window's measurement of a pod, made as the what-if makes it."""
+    ceiling = engine.max_num_seqs_or_plateau(evidence, workload)
+    running = series.by_pod(evidence.metrics.get("vllm_running"))
+    waiting = series.by_pod(evidence.metrics.get("vllm_waiting"))
+    saturated = cap.saturated_times(running, waiting)
+    plateau = (
+        cap.saturated_concurrency(running, waiting, saturated) if len(saturated) >= MIN_SATURATED_SAMPLES else None
+    )
+    pod = cap.measure_capacity(
+        running,
+        waiting,
+        series.summed(evidence.metrics.get("vllm_request_rate")),
+        series.summed(evidence.metrics.get("vllm_generation_tokens_rate")),
+        ceiling.value if ceiling is not None else None,
+        ceiling.origin if ceiling is not None else "",
+    )
+    return Capacity(ceiling, int(plateau) if plateau else None, pod)
+
+
+# --- at the maximum, for how long --------------------------------------------------------------------------
+
+# HPA_AT_MAX needs the situation to last, not one scrape: kube-prometheus' KubeHpaMaxedOut waits 15 minutes and
+# awesome-prometheus-alerts' KubernetesHpaScaleMaximum 2 minutes (``for: 2m``), both only where
+# ``minReplicas != maxReplicas`` (kubernetes-sigs/kubernetes-mixin PR #1194). Three minutes and three samples,
+# longer than the HPA's 15 s sync and a scale-up's reaction, shorter than a launch spike.
+AT_MAX_SECONDS = 180.0
+AT_MAX_SAMPLES = 3
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """Consecutive samples from ``start`` to ``end`` (unix seconds)."""
+
+    start: float
+    end: float
+    samples: int
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+    @property
+    def sustained(self) -> bool:
+        return self.samples >= AT_MAX_SAMPLES and self.seconds >= AT_MAX_SECONDS
+
+
+def longest_stretch(kept: Mapping[float, bool], step: float) -> Stretch | None:
+    """The longest run of consecutive sample times whose value is True; a gap of more than 1.5 steps ends a run
+    (as :func:`nbhelpers.models.regime.episodes` does)."""
+    best: Stretch | None = None
+    run: list[float] = []
+
+    def close() -> None:
+        nonlocal best
+        if run and (best is None or run[-1] - run[0] > best.seconds):
+            best = Stretch(run[0], run[-1], len(run))
+        run.clear()
+
+    for moment in sorted(kept):
+        if run and moment - run[-1] > 1.5 * step:
+            close()
+        if kept[moment]:
+            run.append(moment)
+        else:
+            close()
+    close()
+    return best
+
+
+def waiting_at_max(evidence: Evidence, maximum: int) -> tuple[Stretch | None, bool]:
+    """The longest stretch with requests waiting in vLLM while the HPA ran ``maximum`` replicas, and whether the
+    replica count came from the HPA's series (False: ``hpa_current_replicas`` has no samples, so the stretch is
+    only the waiting requests; the caller checks that it reaches the capture, when the HPA is at its maximum)."""
+    waiting_data = evidence.metrics.get("vllm_waiting")
+    waiting = series.summed(waiting_data)
+    replicas_data = evidence.metrics.get("hpa_current_replicas")
+    replicas = series.summed(replicas_data)
+    step = float(max((data.step for data in (waiting_data, replicas_data) if data is not None), default=15) or 15)
+    if replicas:
+        kept = {moment: count >= maximum and waiting.get(moment, 0.0) > 0 for moment, count in replicas.items()}
+        return longest_stretch(kept, step), True
+    return longest_stretch({moment: value > 0 for moment, value in waiting.items()}, step), False
+
+
+def demand_peak(evidence: Evidence, seconds: float = AT_MAX_SECONDS) -> float | None:
+    """The highest arrival rate (requests/s), averaged over ``seconds``, that vLLM's completions plus the growth of
+    its running + waiting requests show (:func:`nbhelpers.models.capacity.demand_from_conservation`, the what-if's
+    fallback): a backlog counts once, as it builds up, not again at every sample. None without completions."""
+    completions = sorted(series.summed(evidence.metrics.get("vllm_request_rate")).items())
+    if not completions:
+        return None
+    in_system: dict[float, float] = {}
+    for query_id in ("vllm_running", "vllm_waiting"):
+        for moment, value in series.summed(evidence.metrics.get(query_id)).items():
+            in_system[moment] = in_system.get(moment, 0.0) + value
+    arrivals = cap.demand_from_conservation(completions, sorted(in_system.items()))
+    last = arrivals[-1][0]
+    means: list[float] = []
+    for index, (start, _) in enumerate(arrivals):
+        if means and start + seconds > last:
+            break  # a tail shorter than ``seconds`` is no window of its own (a series shorter than it is one)
+        window = [value for moment, value in arrivals[index:] if moment < start + seconds]
+        means.append(sum(window) / len(window))
+    return max(means)
 
 
 # --- cold starts ----------------------------------------------------------------------------------

@@ -12,6 +12,14 @@ nginx ``proxy_read_timeout``, Knative ``idleTimeoutSeconds``) only bounds silenc
 non-streamed response (silent until the whole generation is done) but not a stream whose tokens
 keep flowing; a *first-byte* timeout (Knative ``responseStartTimeoutSeconds``) bounds the wait for
 the first byte.
+
+nginx documents ``proxy_read_timeout`` as "set only between two successive read operations, not for
+the transmission of the whole response" (nginx.org/en/docs/http/ngx_http_proxy_module.html#proxy_read_timeout),
+and ingress-nginx's ``proxy-read-timeout`` sets exactly that directive, with the same sentence
+(kubernetes/ingress-nginx docs/user-guide/nginx-configuration/configmap.md, "proxy-read-timeout"). So a
+streamed completion whose tokens keep coming passes a 60 s ingress-nginx whatever its total length, while
+a non-streamed one is cut at 60 s (BerriAI/litellm issue #9551: "504 Gateway Time-out ... for Long
+Non-Streaming Requests (Streaming Works)").
 """
 
 from __future__ import annotations
@@ -51,6 +59,8 @@ KNATIVE_MAX_REVISION_DEFAULT = 600.0
 # A layer whose timeout is within this fraction of the observed latency is counted as cutting it: requests
 # at p99 are a distribution's edge, and a timeout that cuts them also flattens the latency at its value.
 HEADROOM = 0.9
+# A latency within this fraction of a layer's value sits "at" it (a plateau); clearly above it is beyond it.
+PLATEAU_TOLERANCE = 0.1
 # Recommended timeouts leave this factor above the observed long-request latency, rounded up to ROUND_TO.
 SAFETY_FACTOR = 1.5
 ROUND_TO = 30
@@ -138,6 +148,7 @@ class Cut504s:
     istio_upstream_timeout: float | None = None  # Envoy response flag UT: the route timeout fired
     istio_passed_through: float | None = None  # 504 without UT: an upstream answered 504
     knative: float | None = None  # queue-proxy / activator answer 504 when the revision timeout fires
+    nginx_requests: float | None = None  # every request ingress-nginx counted for the service, any status
 
     def behind_edge(self) -> float:
         return (self.istio_upstream_timeout or 0.0) + (self.istio_passed_through or 0.0) + (self.knative or 0.0)
@@ -246,7 +257,7 @@ def recommended_seconds(
     return rounded
 
 
-def plateau_at(samples: Sequence[float], layers: Sequence[Layer], tolerance: float = 0.1) -> Layer | None:
+def plateau_at(samples: Sequence[float], layers: Sequence[Layer], tolerance: float = PLATEAU_TOLERANCE) -> Layer | None:
     """The finite layer whose value the latency series sits at (at least three samples within ``tolerance``
     of it, and none clearly above it): the timing of a timeout that cuts requests."""
     finite = [value for value in samples if math.isfinite(value)]
@@ -273,8 +284,8 @@ def attribute(layer: Layer, cut: Cut504s, plateau: Layer | None) -> Attribution:
     """
     reasons: list[str] = []
     count = 0.0
-    if layer.role == "ingress" and layer.name.startswith("ingress-nginx") and cut.nginx:
-        own = cut.nginx - cut.behind_edge()
+    if is_nginx(layer) and cut.nginx:
+        own = nginx_own_504s(cut)
         if own >= 1:
             count = own
             behind = cut.behind_edge()
@@ -296,6 +307,35 @@ def attribute(layer: Layer, cut: Cut504s, plateau: Layer | None) -> Attribution:
     return Attribution(count, tuple(reasons))
 
 
+def is_nginx(layer: Layer) -> bool:
+    return layer.role == "ingress" and layer.name.startswith("ingress-nginx")
+
+
+def nginx_own_504s(cut: Cut504s) -> float:
+    """The 504s ingress-nginx answered itself: its count beyond those the layers behind it reported."""
+    return max(0.0, (cut.nginx or 0.0) - cut.behind_edge())
+
+
+def passed_streamed(layer: Layer, observed: Observed, cut: Cut504s) -> bool:
+    """Whether the window shows long requests passing this idle timeout, which only streams can do.
+
+    Evidence, all of it required: the layer is an idle timeout whose own answers are counted (ingress-nginx:
+    ``nginx_ingress_controller_requests`` by status); it counted requests for the service and none of its own
+    504s; vLLM's end-to-end p99 lies clearly above the timeout (beyond the plateau tolerance), so requests that
+    lasted longer than it finished; and the first token comes well before it. A non-streamed response is
+    silent until its last token and would have been cut, so those long requests were streamed (or stalled
+    for less than the timeout between two chunks). Layers whose 504s are not in Prometheus (cloud load
+    balancers) never qualify: the long requests might have reached vLLM by another path.
+    """
+    if layer.kind != IDLE or layer.seconds is None or not is_nginx(layer):
+        return False
+    if observed.e2e_p99 is None or observed.ttft_p95 is None:
+        return False
+    if cut.nginx is None or not cut.nginx_requests or cut.nginx_requests < 1 or nginx_own_504s(cut) >= 1:
+        return False
+    return observed.e2e_p99 > layer.seconds * (1 + PLATEAU_TOLERANCE) and observed.ttft_p95 < HEADROOM * layer.seconds
+
+
 def streaming_note(observed: Observed, layers: Sequence[Layer], cut: Cut504s) -> str:
     """What the evidence says about streamed vs non-streamed requests (the client's requests are not visible)."""
     note = (
@@ -314,7 +354,15 @@ def streaming_note(observed: Observed, layers: Sequence[Layer], cut: Cut504s) ->
             f" The time to first token p95 ({format_seconds(round(observed.ttft_p95, 1))}) already reaches "
             f"{shortest.name}: streaming would not avoid the cut."
         )
-    if shortest.role == "ingress" and (cut.nginx or 0) - cut.behind_edge() >= 1:
+    if passed_streamed(shortest, observed, cut):
+        assert observed.e2e_p99 is not None
+        return note + (
+            f" {shortest.name} counted no 504 of its own among ≈{cut.nginx_requests or 0:.0f} requests while the "
+            f"end-to-end p99 reached {format_seconds(round(observed.e2e_p99, 1))}, past its "
+            f"{format_seconds(shortest.seconds)}, with the first token after "
+            f"{format_seconds(round(observed.ttft_p95, 1))} (p95): the long requests were streamed."
+        )
+    if is_nginx(shortest) and nginx_own_504s(cut) >= 1:
         return note + (
             f" 504s at {shortest.name} although the first token comes after "
             f"{format_seconds(round(observed.ttft_p95, 1))} (p95): the cut requests were most likely not streamed."

@@ -16,6 +16,14 @@ estimate. Formats recognised (numbers may carry thousands separators: ``1,016,92
   reserved for KV Cache is 8.69GiB.``, ``Maximum concurrency for 20000 tokens per request: 1.56x``,
   and the error ``The model's max seq len (29000) is larger than the maximum number of tokens that
   can be stored in KV cache (23648).``
+- V1 sampler warm-up: ``CUDA out of memory occurred when warming up sampler with 1024 dummy requests.
+  Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.`` (and
+  ``warming up pooler`` for pooling models; the backticks may be lost on the way). vLLM raises it in
+  ``vllm/v1/worker/gpu_model_runner.py`` ``_dummy_sampler_run`` / ``_dummy_pooler_run`` when the sampler's
+  buffers for ``num_reqs`` = min(max_num_seqs, max_num_batched_tokens) requests do not fit: added to the
+  warm-up in ``gpu_worker.py`` by vllm-project/vllm PR #14508 (reopened #13776) and moved into the sampler
+  run by PR #14728, both in March 2025, first released in v0.8.0. Public reports: vllm issue #15617
+  (0.7.3 to 0.8.2, "warming up sampler with 1024 dummy requests"), issue #14452.
 
 A container log can hold several start-ups (restarts) and, with tensor parallelism, one line per
 rank. Only the last start-up counts: the text from the last model-loading line on. Within it the
@@ -48,6 +56,11 @@ _V1_CAPACITY_ERROR = re.compile(
 )
 _BLOCKS = re.compile(rf"# (?:GPU|cuda) blocks: {_NUMBER}")
 _CONCURRENCY = re.compile(rf"Maximum concurrency for {_NUMBER} tokens per request: {_NUMBER}x")
+# vllm/v1/worker/gpu_model_runner.py: f"CUDA out of memory occurred when warming up sampler with {num_reqs} dummy
+# requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine."
+WARMUP_OOM = re.compile(
+    rf"CUDA out of memory occurred when warming up (sampler|pooler)(?: \(task=[^)]*\))? with {_NUMBER} dummy requests"
+)
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,7 @@ class EngineMemoryFacts:
     rejected_max_seq_len: int | None = None  # from the start-up error: this length did not fit
     required_kv_gib: float | None = None  # V1 error: KV memory one such request needs
     estimated_max_model_len: int | None = None  # V1 error: vLLM's own largest length that fits
+    warmup_oom_requests: int | None = None  # V1 error: the sampler warm-up ran out of memory for this many requests
 
     @property
     def found(self) -> bool:
@@ -112,4 +126,13 @@ def parse_engine_log(text: str) -> EngineMemoryFacts:
         rejected_max_seq_len=_last_int(_V1_CAPACITY_ERROR, startup) or _last_int(_V0_CAPACITY_ERROR, startup),
         required_kv_gib=_last(_V1_CAPACITY_ERROR, startup, 2, _float),
         estimated_max_model_len=_last_int(_V1_CAPACITY_ERROR, startup, 4),
+        warmup_oom_requests=_last_int(WARMUP_OOM, startup, 2),
     )
+
+
+def warmup_oom_requests(match: re.Match[str]) -> int | None:
+    """The dummy requests of a :data:`WARMUP_OOM` match: the batch the sampler could not warm up."""
+    try:
+        return _int(match.group(2))
+    except ValueError:
+        return None

@@ -93,6 +93,19 @@ def saturated_times(
     return found
 
 
+def saturated_concurrency(
+    running: Mapping[str, Mapping[float, float]],
+    waiting: Mapping[str, Mapping[float, float]],
+    saturated: Mapping[float, int] | None = None,
+) -> float | None:
+    """The most requests a pod ran at a moment when every pod had requests waiting (:func:`saturated_times`):
+    what a pod really holds at once, which the KV cache may keep below the request ceiling. None without any
+    such moment."""
+    moments = saturated_times(running, waiting) if saturated is None else saturated
+    values = [running[pod][moment] for pod in running for moment in running[pod] if moment in moments]
+    return max(values) if values else None
+
+
 def measure_capacity(
     running: Mapping[str, Mapping[float, float]],
     waiting: Mapping[str, Mapping[float, float]],
@@ -114,8 +127,8 @@ def measure_capacity(
     per_pod_rates = sorted(
         completions[moment] / pods for moment, pods in saturated.items() if completions.get(moment, 0.0) > 0
     )
-    if per_pod_rates:
-        plateau = max(running[pod][moment] for pod in running for moment in running[pod] if moment in saturated)
+    plateau = saturated_concurrency(running, waiting, saturated)
+    if per_pod_rates and plateau is not None:
         token_rates = sorted(
             generated_tokens[moment] / pods for moment, pods in saturated.items() if generated_tokens.get(moment)
         )

@@ -46,6 +46,7 @@ SAFE_MAX_UTILIZATION = 0.95
 MIN_HEADROOM_GIB = 1.5
 LOGITS_BYTES = 4  # the sampler works on fp32 logits
 _V1_FIRST = (0, 8, 0)
+_V1_SMALLER_DEFAULTS = (0, 8, 4)  # the first release with PR #16158's smaller --max-num-seqs default
 _LARGE_GPU_BYTES = 70 * GIB
 _KV_DTYPE_BYTES = {
     "fp8": 1,
@@ -198,6 +199,11 @@ def default_max_num_seqs(version: tuple[int, int, int] | None, gpu: Gpu) -> Sett
     """vLLM's default ``--max-num-seqs`` (API server): it moves with the engine and the GPU (docs/upstream-facts.md)."""
     if version is not None and version < _V1_FIRST:
         return Setting(256, "vLLM default for the V0 engine (< 0.8)")
+    if version is not None and version < _V1_SMALLER_DEFAULTS:
+        # vllm-project/vllm PR #16158 ("Revert the default `max_num_seqs` to V0 values for most hardware", merged
+        # 2025-04-07, in 0.8.4): before it V1 ran 1024 everywhere, which is what its sampler warm-up then tried
+        # ("warming up sampler with 1024 dummy requests", vllm issue #15617 on 0.8.2).
+        return Setting(1024, "vLLM V1 default in 0.8.0-0.8.3 on every GPU")
     if gpu.total_bytes < _LARGE_GPU_BYTES:
         return Setting(256, "vLLM V1 default on GPUs under 70 GiB")
     if gpu.name is None:

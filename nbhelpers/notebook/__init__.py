@@ -38,6 +38,7 @@ from nbhelpers.render.findings_json import write_outputs
 from nbhelpers.render.symptoms import reading_order_html, symptom_for
 from nbhelpers.triage import TEXT_PARAMETERS, Progress, TriageParams, TriageResult, params_from_text, run
 from nbhelpers.util.files import write_atomic
+from nbhelpers.util.redaction import redact_url
 
 if TYPE_CHECKING:
     from nbhelpers.notebook.widgets import TriagePanel
@@ -46,6 +47,8 @@ Triage: TypeAlias = "TriageResult | TriagePanel"
 # Set by the CLI for a headless run: where the kernel writes step progress and, on failure, the one-line error.
 PROGRESS_FILE_ENV = "KSERVE_RUNBOOK_PROGRESS_FILE"
 ERROR_FILE_ENV = "KSERVE_RUNBOOK_ERROR_FILE"
+# A Prometheus URL with credentials in it (user:pass@, ?token=): the parameters carry it redacted, this the real one.
+PROMETHEUS_URL_ENV = "KSERVE_RUNBOOK_PROMETHEUS_URL"
 # Set by jupyter_server in the environment of kernels it starts for a notebook session; papermill does not set it.
 SESSION_ENV = "JPY_SESSION_NAME"
 # The triage runbook's parameters: the request as text (headers only by the name of a variable that holds
@@ -89,6 +92,13 @@ def headers_from_env(variable: str) -> tuple[str, ...]:
     return tuple(f"{name}: {value}" for name, value in headers.items())
 
 
+def prometheus_url(parameter: str) -> str:
+    """The Prometheus URL to read: the real one from :data:`PROMETHEUS_URL_ENV` when the parameter is its
+    redacted form (the executed notebook and report.html keep only that), else the parameter itself."""
+    real = os.environ.get(PROMETHEUS_URL_ENV, "")
+    return real if real and redact_url(real) == parameter else parameter
+
+
 def split_codes(ignore: str) -> tuple[str, ...]:
     return tuple(code.strip() for code in ignore.replace(" ", ",").split(",") if code.strip())
 
@@ -119,6 +129,7 @@ def start_triage(**parameters: Any) -> Triage:
         interactive = bool(parameters.pop("interactive", False))
         out_dir = str(parameters.pop("out_dir", ""))
         headers = headers_from_env(str(parameters.pop("prometheus_headers_env", "")))
+        parameters["prometheus"] = prometheus_url(str(parameters.get("prometheus", "")))
         chosen = symptom_for(symptom)
         params = params_from_text(
             {**parameters, "ignore": split_codes(str(parameters.get("ignore", ""))), "prometheus_headers": headers}

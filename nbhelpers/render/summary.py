@@ -12,6 +12,7 @@ charts do, so the numbers in summary.md and the charts agree.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import pairwise
@@ -322,28 +323,55 @@ def _summary_paragraph(result: TriageResult) -> str:
     return text
 
 
+_MARKUP = str.maketrans({"<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]", "`": "\\`", "\\": "\\\\"})
+
+
+def inline(text: str) -> str:
+    """Text from the cluster as plain markdown: no HTML, link, image or code span can start in it, and no
+    control character (terminal escapes, newlines) survives. Names and messages are set by whoever can write
+    to the cluster; summary.md is pasted into tickets and chat, where markup would render."""
+    return "".join(char if char.isprintable() else " " for char in text).translate(_MARKUP)
+
+
+def _lines(text: str) -> str:
+    """:func:`inline` for each line of a text whose line breaks are ours (remediation: what, Apply, Roll back)."""
+    return "\n".join(inline(line) for line in text.split("\n"))
+
+
+def _fence(body: str) -> str:
+    """A code fence longer than any run of backticks in ``body``, so the body cannot close it."""
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    return "`" * max(3, longest + 1)
+
+
 def _finding_markdown(finding: Finding) -> list[str]:
-    lines = [f"### {finding.code} ({finding.level.value}, step {finding.step})", "", f"**{finding.title}**", ""]
-    lines += [finding.summary, ""]
+    lines = [f"### {finding.code} ({finding.level.value}, step {finding.step})", "", f"**{inline(finding.title)}**", ""]
+    lines += [inline(finding.summary), ""]
     if finding.objects:
-        lines += ["Objects: " + ", ".join(f"`{ref}`" for ref in finding.objects), ""]
+        lines += ["Objects: " + ", ".join(inline(ref) for ref in finding.objects), ""]
     if finding.evidence:
-        lines += ["Evidence:", ""] + [f"- {item}" for item in finding.evidence] + [""]
+        lines += ["Evidence:", ""] + [f"- {inline(item)}" for item in finding.evidence] + [""]
     lines += [f"Why it matters: {CATALOG[finding.code].why}", ""]
     return lines
 
 
+def _code_block(language: str, body: str) -> list[str]:
+    """``body`` verbatim in a fenced block of a list item: copyable as is, and it cannot close its fence."""
+    fence = _fence(body)
+    return [f"   {fence}{language}", *[f"   {line}" for line in body.splitlines()], f"   {fence}"]
+
+
 def _action_markdown(index: int, finding: Finding) -> list[str]:
-    lines = [f"{index}. **{finding.code}**: {finding.remediation or 'no remediation recorded'}"]
-    if finding.patch is not None:
-        lines += [
-            "",
-            f"   Patch ({finding.patch.type}) for `{finding.patch.target}`:",
-            "",
-            "   ```yaml",
-            *[f"   {line}" for line in finding.patch.body.rstrip("\n").splitlines()],
-            "   ```",
-        ]
+    fix = finding.fix
+    if fix is None:
+        return [f"{index}. **{finding.code}**: {_lines(finding.remediation) or 'no remediation recorded'}"]
+    lines = [f"{index}. **{finding.code}**: {inline(fix.what) or 'no remediation recorded'}"]
+    if fix.apply_command:
+        lines += ["", "   Apply:", "", *_code_block("sh", fix.apply_command)]
+        lines += ["", "   Roll back:", "", *_code_block("sh", fix.rollback_command)]
+    if fix.patch is not None:
+        lines += ["", f"   Patch ({fix.patch.type}) for {inline(fix.patch.target)}:", ""]
+        lines += _code_block("yaml", fix.patch.body.rstrip("\n"))
     return lines
 
 
@@ -351,17 +379,23 @@ def summary_markdown(result: TriageResult) -> str:
     """A postmortem-style draft: coverage, summary, impact, causes, evidence, actions, timeline."""
     evidence = result.evidence
     target = f"{evidence.target.namespace}/{evidence.target.isvc}"
-    lines = [f"# Incident draft: {target}", "", f"_{coverage_line(result)}_", "", "## Summary", ""]
-    lines += [_summary_paragraph(result), ""]
+    lines = [f"# Incident draft: {inline(target)}", "", f"_{inline(coverage_line(result))}_", "", "## Summary", ""]
+    lines += [inline(_summary_paragraph(result)), ""]
     lines += [f"- Analysis window: {window_text(evidence.window)}"]
     if result.incident is not None:
         lines += [f"- Incident window: {window_text(result.incident)}"]
     versions = ", ".join(f"{name} {value}" for name, value in sorted(evidence.versions.items()))
-    lines += [f"- Versions seen: {versions or 'none detected'}", f"- Generated: {utc_text(result.generated_at)}", ""]
+    lines += [
+        f"- Versions seen: {inline(versions) or 'none detected'}",
+        f"- Generated: {utc_text(result.generated_at)}",
+        "",
+    ]
 
     lines += ["## Impact", ""]
     impact = impact_lines(evidence)
-    lines += [f"- {line}" for line in impact] if impact else ["- No metrics or pods to measure the impact from."]
+    lines += (
+        [f"- {inline(line)}" for line in impact] if impact else ["- No metrics or pods to measure the impact from."]
+    )
     lines += [""]
 
     lines += ["## Root causes (most likely first)", ""]
@@ -369,7 +403,7 @@ def summary_markdown(result: TriageResult) -> str:
     if result.root_causes:
         for index, code in enumerate(result.root_causes, 1):
             finding = by_code[code]
-            lines += [f"{index}. **{code}** ({finding.level.value}): {finding.title}"]
+            lines += [f"{index}. **{code}** ({finding.level.value}): {inline(finding.title)}"]
     else:
         lines += ["No critical or warning finding."]
     lines += ["", "## Findings and evidence", ""]
@@ -389,9 +423,11 @@ def summary_markdown(result: TriageResult) -> str:
 
     lines += ["## Timeline (UTC)", ""]
     entries = timeline(result)
-    lines += [f"- {utc_text(entry.at)}: {entry.text}" for entry in entries] or ["- Nothing timestamped in the window."]
+    lines += [f"- {utc_text(entry.at)}: {inline(entry.text)}" for entry in entries] or [
+        "- Nothing timestamped in the window."
+    ]
     lines += ["", "## Steps", "", "| step | status | seconds | reason |", "|---|---|---|---|"]
     for step in result.steps:
-        reason = step.reason.replace("|", "\\|").replace("\n", " ")
+        reason = inline(step.reason).replace("|", "\\|")
         lines += [f"| {step.id} | {step.status} | {step.seconds:.2f} | {reason} |"]
     return "\n".join(lines).rstrip("\n") + "\n"

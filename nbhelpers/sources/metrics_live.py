@@ -4,7 +4,8 @@ Built on ``prometheus-api-client``: its ``PrometheusConnect`` sends the query
 with the caller's headers (bearer token, ``X-Scope-OrgID``), TLS settings,
 timeout and retry policy. Every failure becomes a :class:`ReadFailed` whose
 status tells the run what happened (docs/contracts.md#findingsjson-v1); the token never appears in
-a message.
+a message, and the URL appears only through ``redact_url`` (no userinfo, no
+credential query parameter).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from urllib3.util.retry import Retry
 from nbhelpers.errors import ReadFailed, RunbookError
 from nbhelpers.sources.base import RangeResult, request_timeout, series_from_matrix
 from nbhelpers.util.limits import MAX_NESTING_DEPTH, LimitExceeded
+from nbhelpers.util.redaction import redact_text, redact_url
 from nbhelpers.util.safe_load import check_depth, load_json
 
 # Answers worth a second try: overload and gateway errors in front of Prometheus. Not 503: Prometheus
@@ -47,7 +49,8 @@ class LiveMetrics:
         retries: int = 2,
         deadline: float | None = None,
     ) -> None:
-        self.url = _checked_url(url)
+        self._url = _checked_url(url)
+        self.url = redact_url(self._url)  # what messages and records show; the client gets the real one
         self._verify = verify
         self._timeout_seconds = timeout_seconds
         self._deadline = deadline  # a time.monotonic() moment: no query is sent, or waited for, past it
@@ -58,7 +61,7 @@ class LiveMetrics:
         session.verify = ca_file if (ca_file and verify) else verify
         session.hooks["response"].append(_raise_for_http_error)
         self._client = PrometheusConnect(
-            url=self.url,
+            url=self._url,
             headers=request_headers,
             session=session,
             retry=_retry_policy(retries),
@@ -116,15 +119,19 @@ class LiveMetrics:
         except (ValueError, KeyError, TypeError, OverflowError, PrometheusApiClientException) as failure:
             # A body that is not JSON (ValueError), JSON without a matrix in data.result, samples that are not numbers.
             detail = f"no {failure} field" if isinstance(failure, KeyError) else _first_line(failure)
-            raise ReadFailed(query_id, "error", f"malformed answer from {self.url}: {detail}") from None
+            raise ReadFailed(query_id, "error", f"malformed answer from {self.url}: {redact_text(detail)}") from None
         except requests.RequestException as failure:  # e.g. a connection dropped in the middle of the body
-            raise ReadFailed(query_id, "error", f"request to {self.url} failed: {_first_line(failure)}") from None
+            raise ReadFailed(
+                query_id, "error", f"request to {self.url} failed: {redact_text(_first_line(failure))}"
+            ) from None
 
 
 def _checked_url(url: str) -> str:
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise RunbookError(f"--prometheus {url!r} is not an http(s) URL: use e.g. http://prometheus.monitoring:9090")
+        raise RunbookError(
+            f"--prometheus {redact_url(url)!r} is not an http(s) URL: use e.g. http://prometheus.monitoring:9090"
+        )
     return url.strip().rstrip("/")
 
 
@@ -163,6 +170,7 @@ def _http_failure(query_id: str, response: requests.Response | None) -> ReadFail
     if code in (401, 403):
         return ReadFailed(query_id, "forbidden", f"HTTP {code} from {_origin(response)}: {_AUTH_HINT}")
     error_type, message = _prometheus_error(response)
+    message = redact_text(message)
     if error_type == "timeout":
         return ReadFailed(query_id, "timeout", f"Prometheus gave up on the query: {message}")
     return ReadFailed(query_id, "error", f"HTTP {code}: {message}")
@@ -182,14 +190,14 @@ def _prometheus_error(response: requests.Response) -> tuple[str, str]:
 
 def _origin(response: requests.Response) -> str:
     parts = urlsplit(response.url)
-    return f"{parts.scheme}://{parts.netloc}"
+    return redact_url(f"{parts.scheme}://{parts.netloc}")
 
 
 def _root_cause(failure: requests.RequestException) -> str:
     """The innermost reason of a connection failure, without urllib3's object reprs and the query string."""
     inner = failure.args[0] if failure.args else failure
     reason = getattr(inner, "reason", inner)
-    return _first_line(reason).rsplit("): ", 1)[-1].rsplit(">: ", 1)[-1]
+    return redact_text(_first_line(reason).rsplit("): ", 1)[-1].rsplit(">: ", 1)[-1])
 
 
 def _first_line(failure: object) -> str:

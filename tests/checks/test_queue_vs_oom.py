@@ -495,6 +495,96 @@ def test_weights_that_do_not_fit_one_gpu_ask_for_tensor_parallelism_without_a_pa
     assert "--tensor-parallel-size 2" in computed.remediation
 
 
+def _v082_start(clock: str, args: str) -> list[tuple[str, str]]:
+    return [
+        (clock, f"INFO 01-15 {clock} [api_server.py:981] vLLM API server version 0.8.2"),
+        (clock, f"INFO 01-15 {clock} [api_server.py:982] args: {args}"),
+        (clock, f"INFO 01-15 {clock} [gpu_model_runner.py:1164] Model loading took 14.9889 GB and 30.80 seconds"),
+        (clock, f"INFO 01-15 {clock} [kv_cache_utils.py:566] GPU KV cache size: 33,904 tokens"),
+        (clock, f"INFO 01-15 {clock} [kv_cache_utils.py:569] Maximum concurrency for 16,384 tokens per request: 2.07x"),
+    ]
+
+
+# vLLM 0.8.2's start-up dying in the sampler warm-up, as in vllm-project/vllm issue #15617: the torch error, then
+# vLLM's own message from gpu_model_runner.py _dummy_sampler_run.
+SAMPLER_WARMUP_OOM = _log(
+    *_v082_start("11:41:02", "Namespace(model='meta-llama/Llama-3.1-8B-Instruct', max_model_len=16384, ...)"),
+    (
+        "11:42:27",
+        "ERROR 01-15 11:42:27 [core.py:343] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.96 GiB. "
+        "GPU 0 has a total capacity of 21.96 GiB of which 1.09 GiB is free. Including non-PyTorch memory, this process "
+        "has 20.86 GiB memory in use.",
+    ),
+    (
+        "11:42:27",
+        "ERROR 01-15 11:42:27 [core.py:343] RuntimeError: CUDA out of memory occurred when warming up sampler with "
+        "1024 dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the "
+        "engine.",
+    ),
+    ("11:42:28", "ERROR 01-15 11:42:28 [core.py:343] EngineCore hit an exception"),
+)
+
+SAMPLER_WARMUP_OK = _log(
+    *_v082_start("11:41:02", "Namespace(model='meta-llama/Llama-3.1-8B-Instruct', max_num_seqs=512, ...)"),
+    ("11:42:27", "INFO 01-15 11:42:27 [gpu_model_runner.py:1499] Graph capturing finished in 21 secs, took 0.52 GiB"),
+    ("11:42:28", "INFO 01-15 11:42:28 [core.py:138] init engine (profile, create kv cache, warmup model) took 86.2 s"),
+    ("11:42:29", "INFO 01-15 11:42:29 [api_server.py:1028] Starting vLLM API server on http://0.0.0.0:8080"),
+    ("11:42:29", "INFO:     Application startup complete."),
+)
+
+
+def test_sampler_warmup_oom_lowers_max_num_seqs_first() -> None:
+    """Before: the fix only lowered --gpu-memory-utilization, which leaves the same 1024 requests to warm up."""
+    objects = load_case(*RAW, "checks/GPU_OOM/raw_sampler_warmup_oom.yaml")
+    logs = {(RAW_POD, "kserve-container.previous"): SAMPLER_WARMUP_OOM}
+    findings = _run(objects, None, logs)
+    finding = only(findings, "GPU_OOM")
+    assert finding.level is Severity.CRITICAL
+    assert finding.summary.startswith(
+        "The GPU ran out of memory (warming up the sampler with 1024 dummy requests; tried to allocate 1.96 GiB"
+    )
+    assert "vLLM could not warm up its sampler for 1024 requests at once" in finding.summary
+    assert any("warming up sampler with 1024 dummy requests" in line for line in finding.evidence)
+    assert finding.remediation.startswith(
+        "The sampler warm-up did not fit: first lower --max-num-seqs from 1024 (--max-num-seqs not set: vLLM V1 "
+        "default in 0.8.0-0.8.3 on every GPU (vLLM 0.8.2, GPU NVIDIA L4)) to 512"
+    )
+    assert "to 512, as vLLM's own message asks" in finding.remediation
+    # Half of the 1024 the engine tried, first; then the utilization back to vLLM's default (0.95 is above it).
+    patched_args = _args(apply_patch(objects, finding), "isvc")
+    assert patched_args[-3:] == ["--gpu-memory-utilization", "0.9", "--max-num-seqs=512"]
+    assert serious(_run(_patched(objects, finding))) == []
+
+
+def test_sampler_warmup_oom_at_the_default_utilization_keeps_it() -> None:
+    objects = load_case(*RAW, "checks/GPU_OOM/raw_sampler_warmup_oom.yaml")
+    for obj in objects:
+        if obj["kind"] in ("InferenceService", "Pod"):
+            containers = obj["spec"]["predictor"]["containers"] if obj["kind"] != "Pod" else obj["spec"]["containers"]
+            args = containers[0]["args"]
+            args[args.index("--gpu-memory-utilization") + 1] = "0.9"
+            args += ["--max-num-seqs", "256"]
+    log = SAMPLER_WARMUP_OOM.replace("with 1024 dummy", "with 256 dummy")
+    finding = only(_run(objects, None, {(RAW_POD, "kserve-container.previous"): log}), "GPU_OOM")
+    assert "first lower --max-num-seqs from 256 (--max-num-seqs=256) to 128" in finding.remediation
+    assert "keep --gpu-memory-utilization at 0.9" in finding.remediation
+    patched_args = _args(apply_patch(objects, finding), "isvc")
+    assert patched_args[-4:] == ["--gpu-memory-utilization", "0.9", "--max-num-seqs", "128"]  # replaced in place
+
+
+def test_sampler_warmed_up_after_the_fix_is_healthy() -> None:
+    objects = load_case(*RAW, "checks/healthy/queue_sampler_warmup_ok.yaml")
+    findings = _run(objects, None, {(RAW_POD, "kserve-container"): SAMPLER_WARMUP_OK})
+    assert "GPU_OOM" not in codes(findings)
+    assert serious(findings) == []
+
+
+def test_a_profiling_oom_is_not_taken_for_the_sampler_warm_up() -> None:
+    objects = load_case(*RAW, "checks/GPU_OOM/raw_profiling_oom.yaml")
+    finding = only(_run(objects, None, {(RAW_POD, "kserve-container.previous"): PROFILING_OOM}), "GPU_OOM")
+    assert "--max-num-seqs" not in finding.remediation and "warming up" not in finding.summary
+
+
 # --- VLLM_KV_CAPACITY_EXCEEDED --------------------------------------------------------------------------------
 
 

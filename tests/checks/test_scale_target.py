@@ -132,6 +132,18 @@ HEALTHY: dict[str, tuple[tuple[str, ...], tuple[str, ...], dict[str, Any]]] = {
         {"logs": VERSION_LOG},
     ),
     "no class and fixed bounds without an HPA": (("checks/healthy/raw.yaml",), (), {}),
+    "at maxReplicas with ScalingLimited=False since before a queue": (
+        (*RAW, "checks/healthy/scale_target_at_max_within_range.yaml"),
+        (),
+        {
+            "metrics": {
+                # At the HPA's aim of 48 per pod (within its 10 % tolerance), a short queue: the HPA is content.
+                "vllm_running": _series("vllm_running", ({"pod": POD}, [50.0] * 20)),
+                "vllm_waiting": _series("vllm_waiting", ({"pod": POD}, [2.0] * 20)),
+                "hpa_current_replicas": _series("hpa_current_replicas", ({}, [4.0] * 20)),
+            }
+        },
+    ),
 }
 
 
@@ -300,20 +312,114 @@ def test_no_default_ceiling_is_assumed_for_an_unknown_vllm_version() -> None:
     assert "HPA_TARGET_ABOVE_POD_CAPACITY" not in codes(_run(_knative_rollout(objects)))
 
 
+def _kv_bound(running: float, samples: int = 20) -> dict[str, dict[str, Any]]:
+    """One pod holding ``running`` requests, a KV cache near full, 78 waiting (vllm-project/vllm issue #3561)."""
+    return {
+        "vllm_running": _series("vllm_running", ({"pod": POD}, [running] * samples)),
+        "vllm_waiting": _series("vllm_waiting", ({"pod": POD}, [78.0] * samples)),
+        "vllm_request_rate": _series("vllm_request_rate", ({}, [1.2] * samples)),
+    }
+
+
+def test_target_above_the_measured_plateau_below_the_flag() -> None:
+    """The target 48 is below --max-num-seqs 64, but a pod held at most 36 requests while 78 waited: the per-pod
+    average can never reach 48. Before: the check compared with the flag only and said nothing."""
+    objects = load_case(*RAW, "checks/HPA_TARGET_ABOVE_POD_CAPACITY/raw_target_above_measured_plateau.yaml")
+    metrics = _kv_bound(36.0)
+    finding = only(_run(objects, metrics=metrics), "HPA_TARGET_ABOVE_POD_CAPACITY")
+    assert finding.title == (
+        "HorizontalPodAutoscaler vllm-llm-predictor target 48 in-flight requests per pod >= measured capacity 36"
+    )
+    assert (
+        "runs at most 36 requests at once (measured in this window: the most requests a pod ran while every pod had "
+        "requests waiting, below the ceiling 64 (--max-num-seqs=64))" in finding.summary
+    )
+    # 80 % of the measured 36: 28 running requests per pod.
+    assert finding.patch is not None and "averageValue: '28'" in finding.patch.body
+    assert "HPA_TARGET_ABOVE_POD_CAPACITY" not in codes(_run(apply_patch(objects, finding), metrics=metrics))
+
+
+def test_a_plateau_at_the_flag_leaves_a_target_below_it_alone() -> None:
+    objects = load_case(*RAW, "checks/HPA_TARGET_ABOVE_POD_CAPACITY/raw_target_above_measured_plateau.yaml")
+    assert "HPA_TARGET_ABOVE_POD_CAPACITY" not in codes(_run(objects, metrics=_kv_bound(64.0)))
+
+
+def test_two_saturated_scrapes_are_no_measured_plateau() -> None:
+    objects = load_case(*RAW, "checks/HPA_TARGET_ABOVE_POD_CAPACITY/raw_target_above_measured_plateau.yaml")
+    assert "HPA_TARGET_ABOVE_POD_CAPACITY" not in codes(_run(objects, metrics=_kv_bound(36.0, samples=2)))
+
+
 # --- HPA_AT_MAX -------------------------------------------------------------------------------------------
 
+PODS = (POD, *(f"vllm-llm-predictor-6d5f8b7c9-r{index}" for index in range(3)))
 
-def test_at_max_while_requests_queue() -> None:
+
+def _queue_at(
+    replicas: int, samples: int = 20, *, running: float = 64.0, growth: float = 2.0, per_pod_rps: float = 2.0
+) -> dict[str, dict[str, Any]]:
+    """``replicas`` saturated pods for ``samples`` × 15 s: each runs ``running`` requests and completes
+    ``per_pod_rps``, while the queue (all pods) grows by ``growth`` requests/s."""
+    pods = PODS[:replicas]
+    queue = [20.0 + growth * 15 * i for i in range(samples)]
+    return {
+        "vllm_running": _series("vllm_running", *(({"pod": pod}, [running] * samples) for pod in pods)),
+        "vllm_waiting": _series(
+            "vllm_waiting", *(({"pod": pod}, [value / replicas for value in queue]) for pod in pods)
+        ),
+        "vllm_request_rate": _series("vllm_request_rate", ({}, [per_pod_rps * replicas] * samples)),
+        "hpa_current_replicas": _series("hpa_current_replicas", ({}, [float(replicas)] * samples)),
+    }
+
+
+def test_at_max_while_requests_queue_for_minutes() -> None:
     objects = load_case(*RAW, "checks/HPA_AT_MAX/raw_at_max_waiting.yaml")
-    metrics = _spike([60, 64, 64, 64], [5, 20, 60, 110], hpa_current_replicas=[4] * 4)
+    metrics = _queue_at(4)
     finding = only(_run(objects, metrics=metrics), "HPA_AT_MAX")
     assert finding.level is Severity.WARNING
-    assert "condition ScalingLimited=True (TooManyReplicas)" in " ".join(finding.evidence)
-    # Peak demand 64 running + 110 waiting = 174 requests over 51 per pod (80 % of 64) -> 4 replicas, so one more
-    # than the current maximum; the finding never proposes less than max + 1.
-    assert finding.patch is not None and "maxReplicas: 5" in finding.patch.body
+    assert finding.title == "HorizontalPodAutoscaler vllm-llm-predictor at maxReplicas 4 while demand exceeds capacity"
+    assert "requests waited for 4.8 min (11:30-11:34 UTC) with all 4 replicas running" in finding.summary
+    assert "it has reported for 20.0 min that it wants more replicas than its maximum" in finding.summary
+    evidence = " ".join(finding.evidence)
+    assert "condition ScalingLimited=True (TooManyReplicas)" in evidence
+    assert "at the maximum with requests waiting: 11:30-11:34 UTC (4.8 min, 20 samples" in evidence
+    # Arrivals: 8 completions/s plus a queue growing by 2/s = 10 requests/s; a pod completes 2/s with every pod
+    # saturated, 1.6/s at 80 %: 7 pods (the waiting requests at one moment are a backlog, not a rate).
+    assert "the peak demand of 10.00 requests/s" in finding.remediation
+    assert finding.patch is not None and "maxReplicas: 7" in finding.patch.body
     fixed = apply_patch(objects, finding)
     assert "HPA_AT_MAX" not in codes(_run(fixed, metrics=metrics))
+
+
+def test_a_backlog_is_not_sized_as_a_rate() -> None:
+    """Thousands of requests waiting (as in the hpa-at-max-spike scenario) do not ask for thousands of pods."""
+    objects = load_case(*RAW, "checks/HPA_AT_MAX/raw_at_max_waiting.yaml")
+    finding = only(_run(objects, metrics=_queue_at(4, samples=40, growth=3.0)), "HPA_AT_MAX")
+    assert "peak running + waiting" not in finding.remediation
+    assert finding.patch is not None and "maxReplicas: 7" in finding.patch.body  # 11/s over 1.6/s
+
+
+def test_a_lasting_too_many_replicas_condition_is_enough_without_metrics() -> None:
+    objects = load_case(*RAW, "checks/HPA_AT_MAX/raw_at_max_waiting.yaml")
+    finding = only(_run(objects), "HPA_AT_MAX")
+    assert "reported for 20.0 min that it wants more replicas than its maximum (ScalingLimited=True" in (
+        finding.summary
+    )
+    assert "requests waited" not in finding.summary
+    assert finding.patch is not None and "maxReplicas: 5" in finding.patch.body
+    assert "vLLM's completion rate is not in the evidence" in finding.remediation
+
+
+def test_one_scrape_at_max_is_no_finding() -> None:
+    """Before: one sample with requests waiting at the maximum raised HPA_AT_MAX. A blip of 45 s, with the
+    condition one minute old, is the HPA catching up, not a limit."""
+    objects = load_case(*RAW, "checks/HPA_AT_MAX/raw_at_max_waiting.yaml")
+    hpa = next(o for o in objects if kube.ref(o) == HPA_REF)
+    limited = next(c for c in hpa["status"]["conditions"] if c["type"] == "ScalingLimited")
+    limited["lastTransitionTime"] = "2026-01-15T11:59:00Z"
+    blip = _spike([60, 64, 64, 64], [5, 20, 60, 110], hpa_current_replicas=[4] * 4)
+    assert "HPA_AT_MAX" not in codes(_run(objects, metrics=blip))
+    del limited["lastTransitionTime"]  # a condition of unknown age is no duration either
+    assert "HPA_AT_MAX" not in codes(_run(objects, metrics=blip))
 
 
 def test_at_max_without_unmet_demand_is_fine() -> None:
@@ -322,6 +428,40 @@ def test_at_max_without_unmet_demand_is_fine() -> None:
     hpa["status"]["conditions"] = [c for c in hpa["status"]["conditions"] if c["type"] != "ScalingLimited"]
     quiet = _spike([30, 30], [0, 0], hpa_current_replicas=[4, 4])
     assert "HPA_AT_MAX" not in codes(_run(objects, metrics=quiet))
+
+
+def test_at_max_and_content_there_is_no_finding() -> None:
+    """ScalingLimited=False since before the queue: the HPA computed no more than its maximum (kubernetes-mixin
+    issue #1293), so raising the maximum would change nothing."""
+    objects = load_case(*RAW, "checks/healthy/scale_target_at_max_within_range.yaml")
+    assert "HPA_AT_MAX" not in codes(_run(objects, metrics=_queue_at(4)))
+
+
+def test_pinned_hpa_says_it_never_could_scale() -> None:
+    objects = load_case(*RAW, "checks/HPA_AT_MAX/raw_pinned_min_equals_max.yaml")
+    metrics = _queue_at(2)
+    finding = only(_run(objects, metrics=metrics), "HPA_AT_MAX")
+    assert finding.title == (
+        "HorizontalPodAutoscaler vllm-llm-predictor pinned at 2 replicas (minReplicas = maxReplicas) while requests wait"
+    )
+    assert "minReplicas = maxReplicas = 2: it never could add a replica" in finding.summary
+    assert "at its maximum" not in finding.summary
+    assert "minReplicas 2 = maxReplicas 2: the replica count is pinned" in finding.evidence
+    assert "above minReplicas 2" in finding.remediation
+    # 4 completions/s + 2/s of queue growth = 6/s over 1.6/s per pod: 4 pods.
+    assert finding.patch is not None and "maxReplicas: 4" in finding.patch.body
+    assert "HPA_AT_MAX" not in codes(_run(apply_patch(objects, finding), metrics=metrics))
+
+
+def test_pinned_hpa_without_waiting_requests_is_fine() -> None:
+    objects = load_case(*RAW, "checks/HPA_AT_MAX/raw_pinned_min_equals_max.yaml")
+    hpa = next(o for o in objects if kube.ref(o) == HPA_REF)
+    hpa["status"]["conditions"] = [c for c in hpa["status"]["conditions"] if c["type"] != "ScalingLimited"]
+    assert "HPA_AT_MAX" not in codes(_run(objects, metrics=_queue_at(2, growth=0.0, running=30.0) | _no_queue(2)))
+
+
+def _no_queue(replicas: int, samples: int = 20) -> dict[str, dict[str, Any]]:
+    return {"vllm_waiting": _series("vllm_waiting", *(({"pod": pod}, [0.0] * samples) for pod in PODS[:replicas]))}
 
 
 # --- HPA_BEHAVIOR_SLOW ------------------------------------------------------------------------------------

@@ -77,6 +77,22 @@ def _long_generations(
     return _metrics(**results)
 
 
+def _streamed_long_generations(
+    peak: float = 150.0, *, ttft: tuple[float, float] = (0.3, 0.9), nginx_504_rate: float = 0.0
+) -> dict[str, dict[str, Any]]:
+    """Long streamed generations behind ingress-nginx: p99 rising to ``peak`` s, a quick first token, and nginx
+    counting 3 requests/s, with ``nginx_504_rate`` of its own 504s."""
+    nginx = [_series([3.0] * 40, status="200")]
+    if nginx_504_rate:
+        nginx.append(_series([0.0] * 10 + [nginx_504_rate] * 30, status="504"))
+    return _metrics(
+        vllm_e2e_p99=[_series(_ramp(30.0, peak))],
+        vllm_queue_time_p95=[_series(_ramp(0.1, 0.6))],
+        vllm_ttft_p95=[_series(_ramp(*ttft))],
+        nginx_requests_by_status=nginx,
+    )
+
+
 def _busy_but_healthy(edge: str) -> dict[str, dict[str, Any]]:
     """Heavy traffic that the service handles: p99 under 25 s, queue p95 under a second, 2xx only."""
     results: dict[str, list[dict[str, Any]]] = {
@@ -183,6 +199,71 @@ def test_nginx_default_without_504_metrics_stays_a_warning() -> None:
     finding = only(_run(objects, _long_generations()), "TIMEOUT_LB_DEFAULT")
     assert finding.level is Severity.WARNING
     assert "Raised to critical" not in finding.summary
+    # No count at this layer: a risk, worded as one, never "are cut".
+    assert "would be cut by this layer with a 504" in finding.summary
+    assert "are cut" not in finding.summary
+    assert "ingress-nginx's request counts are not available: a risk, not a measured cut." in finding.summary
+
+
+def test_nginx_504s_are_worded_as_cut_responses_silent_for_its_value() -> None:
+    """proxy_read_timeout bounds the silence between two reads (nginx docs): the summary says what it cuts."""
+    objects = load_case(RAW, "checks/TIMEOUT_LB_DEFAULT/raw_nginx_default.yaml")
+    finding = only(_run(objects, _long_generations(nginx_504_rate=0.2)), "TIMEOUT_LB_DEFAULT")
+    assert "so responses silent for 60 s (a non-streamed one until its last token" in finding.summary
+    assert "are cut by this layer with a 504" in finding.summary
+
+
+def test_streamed_long_generations_through_a_default_nginx_are_a_risk_not_a_cause() -> None:
+    """Requests run 150 s at p99 and nginx counts none of its own 504s, with the first token within a second:
+    the long requests passed its 60 s idle timeout streamed. Before the fix this was a warning saying requests
+    "are cut with a 504", a cause of errors that the window does not show (BerriAI/litellm issue #9551)."""
+    objects = load_case(RAW, "checks/healthy/timeouts_streaming_nginx.yaml")
+    findings = _run(objects, _streamed_long_generations())
+    assert serious(findings) == []
+    finding = only(findings, "TIMEOUT_LB_DEFAULT")
+    assert finding.level is Severity.INFO
+    assert finding.title == (
+        "ingress-nginx proxy-read-timeout 60 s (default): long requests (150 s p99) pass it streamed, "
+        "non-streamed ones would be cut"
+    )
+    assert "bounds the silence between two reads from the server, not the whole response" in finding.summary
+    assert "counted none of its own 504s among ≈1800 requests" in finding.summary
+    assert "not a cause of this window's errors" in finding.summary
+    assert "are cut" not in finding.summary
+    streaming = next(line for line in finding.evidence if line.startswith("streaming:"))
+    assert streaming.endswith("the long requests were streamed.")
+    # The fix is still offered, for the non-streamed clients to come.
+    assert finding.patch is not None and finding.patch.target == "Ingress/llm/vllm-llm-chat"
+
+
+def test_streamed_requests_with_nginx_504s_stay_critical() -> None:
+    objects = load_case(RAW, "checks/healthy/timeouts_streaming_nginx.yaml")
+    finding = only(_run(objects, _streamed_long_generations(nginx_504_rate=0.2)), "TIMEOUT_LB_DEFAULT")
+    assert finding.level is Severity.CRITICAL
+
+
+def test_nginx_without_any_counted_request_is_no_proof_of_streaming() -> None:
+    """An empty nginx answer (the ingress's metrics not scraped, or another path) proves nothing passed it."""
+    objects = load_case(RAW, "checks/healthy/timeouts_streaming_nginx.yaml")
+    metrics = _streamed_long_generations()
+    metrics["nginx_requests_by_status"]["result"] = []
+    assert only(_run(objects, metrics), "TIMEOUT_LB_DEFAULT").level is Severity.WARNING
+
+
+def test_first_token_past_the_nginx_default_cuts_streams_too() -> None:
+    """A stream is silent until its first token: a first token past 60 s is cut however the response is sent
+    (onyx-dot-app/onyx PR #10247). No 504 counted: a warning about that risk, not information."""
+    objects = load_case(RAW, "checks/TIMEOUT_LB_DEFAULT/raw_nginx_default_slow_first_token.yaml")
+    finding = only(_run(objects, _streamed_long_generations(ttft=(20.0, 70.0))), "TIMEOUT_LB_DEFAULT")
+    assert finding.level is Severity.WARNING
+    assert "a stream before its first token or between two tokens" in finding.summary
+    assert "No 504 of this layer is counted in the window: a risk, not a measured cut." in finding.summary
+    streaming = next(line for line in finding.evidence if line.startswith("streaming:"))
+    assert "streaming would not avoid the cut" in streaming
+    cut = only(_run(objects, _streamed_long_generations(ttft=(20.0, 70.0), nginx_504_rate=0.2)), "TIMEOUT_LB_DEFAULT")
+    assert cut.level is Severity.CRITICAL
+    # p99 150 s × 1.5 = 225 s, rounded up to 240 s: above the longest first token too.
+    assert _patch_body(cut)["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-read-timeout"] == "240"
 
 
 def test_latency_flattening_at_the_nginx_default_is_attributed_by_its_timing() -> None:
@@ -353,6 +434,10 @@ HEALTHY = {
     "Serverless with defaults and short latency": (
         (SERVERLESS, "checks/healthy/timeouts_serverless_defaults.yaml"),
         _busy_but_healthy("istio"),
+    ),
+    "long streamed generations through a default ingress-nginx that counts no 504": (
+        (RAW, "checks/healthy/timeouts_streaming_nginx.yaml"),
+        _streamed_long_generations(),
     ),
     "Raw behind KServe's Gateway API route, short latency": (
         (RAW, "checks/healthy/raw_gateway_api.yaml"),

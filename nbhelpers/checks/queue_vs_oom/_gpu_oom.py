@@ -1,4 +1,13 @@
-"""``GPU_OOM``: CUDA out of memory in the logs, or weights computed larger than the GPU while the pods crash."""
+"""``GPU_OOM``: CUDA out of memory in the logs, or weights computed larger than the GPU while the pods crash.
+
+When the out-of-memory error is vLLM V1's sampler (or pooler) warm-up, "CUDA out of memory occurred when warming up
+sampler with N dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` ..." (vllm
+``vllm/v1/worker/gpu_model_runner.py`` ``_dummy_sampler_run``, since v0.8.0: PRs #14508 and #14728; see
+:mod:`nbhelpers.facts.vllm_log`), the batch of N requests is what did not fit: the sampler holds fp32 logits over
+the whole vocabulary for each of them, and the top-k/top-p sort copies them again. The first fix is then a smaller
+``--max-num-seqs`` (half of N), as vLLM's own message puts first; ``--gpu-memory-utilization`` is lowered too only
+when it is above vLLM's default, and lowering it alone leaves the same N requests to warm up.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +18,7 @@ from nbhelpers.checks.queue_vs_oom._facts import (
     CUDA_OOM,
     LEN_FLAG,
     NUMBER,
+    SEQS_FLAG,
     TP_FLAG,
     UTIL_FLAG,
     EngineFacts,
@@ -17,6 +27,7 @@ from nbhelpers.checks.queue_vs_oom._facts import (
     scan,
 )
 from nbhelpers.checks.queue_vs_oom._memory import fitting, tensor_parallel_that_fits, weights_exceed_gpu
+from nbhelpers.facts.vllm_log import WARMUP_OOM, warmup_oom_requests
 from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.models.vllm_memory import DEFAULT_GPU_MEMORY_UTILIZATION, GIB, default_max_num_batched_tokens
 
@@ -40,18 +51,29 @@ def gpu_oom(facts: EngineFacts) -> Finding | None:
                 free = _gib(number(capacity.group(2)), capacity.group(3))
                 detail += f" with {free:.2f} GiB free of {number(capacity.group(1)):.2f} GiB"
             details.append(detail)
+    warmup = _warmup(facts)
+    if warmup is not None:
+        details.insert(0, f"warming up the {warmup.stage} with {warmup.requests} dummy requests")
     phases = sorted({hit.phase for hit in hits})
     pods = sorted({hit.pod for hit in hits})
     restarts = facts.restarts()
+    cause = (
+        f"vLLM could not warm up its {warmup.stage} for {warmup.requests} requests at once ({SEQS_FLAG}, or fewer "
+        f"when {BATCHED_FLAG} is smaller): its buffers, fp32 logits over the whole vocabulary per request, did not "
+        "fit the memory left"
+        if warmup is not None
+        else "vLLM preallocates its KV cache at start-up, so an out-of-memory error means the weights, the activation "
+        "peak or memory outside vLLM's budget (CUDA graphs, other processes) do not fit the card with these flags"
+    )
     summary = (
         f"The GPU ran out of memory ({'; '.join(dict.fromkeys(details)) or 'CUDA out of memory'}) while "
-        f"{' and '.join(phases)} in {len(pods)} pod(s). vLLM preallocates its KV cache at start-up, so an "
-        "out-of-memory error means the weights, the activation peak or memory outside vLLM's budget (CUDA graphs, "
-        "other processes) do not fit the card with these flags; the engine dies"
+        f"{' and '.join(phases)} in {len(pods)} pod(s). {cause}; the engine dies"
         + (", the container restarts" if restarts else "")
         + " and requests fail until it is back."
     )
-    fix = _oom_fix(facts, hits)
+    fix = _warmup_fix(facts, warmup) if warmup is not None else _oom_fix(facts, hits)
+    if warmup is not None:
+        hits = [*hits, *(hit for hit in [warmup.hit] if hit not in hits)]
     return Finding(
         code="GPU_OOM",
         title=f"CUDA out of memory in {len(pods)} pod(s) while {' and '.join(phases)}",
@@ -87,6 +109,72 @@ def _oom_computed(facts: EngineFacts) -> Finding | None:
         evidence=tuple(restarts + facts.memory_lines()),
         fix=fix,
     )
+
+
+class _Warmup:
+    """vLLM's sampler (or pooler) warm-up ran out of memory for ``requests`` dummy requests."""
+
+    def __init__(self, hit: LogHit, stage: str, requests: int) -> None:
+        self.hit = hit
+        self.stage = stage
+        self.requests = requests
+
+
+def _warmup(facts: EngineFacts) -> _Warmup | None:
+    """The sampler warm-up failure in the logs (current containers first), or None."""
+    for hit in sorted(scan(facts.logs, WARMUP_OOM), key=lambda hit: hit.previous):
+        requests = warmup_oom_requests(hit.match)
+        if requests:
+            return _Warmup(hit, hit.match.group(1), requests)
+    return None
+
+
+def halved(requests: int) -> int:
+    """Half of a batch, on a multiple of 8 from 16 up (vLLM's CUDA graph sizes are multiples of 8)."""
+    half = max(1, requests // 2)
+    return half // 8 * 8 if half >= 16 else half
+
+
+def _warmup_fix(facts: EngineFacts, warmup: _Warmup) -> Fix:
+    """First a smaller --max-num-seqs (half the batch that failed), as vLLM's message says; the utilization back
+    to vLLM's default only when it is above it."""
+    lowered = halved(warmup.requests)
+    in_effect = facts.ceiling()
+    flag = (
+        f" ({in_effect.origin})"
+        if in_effect is not None and int(in_effect.value) == warmup.requests
+        else f" (the batch vLLM warmed up; {in_effect.origin})"
+        if in_effect is not None
+        else ""
+    )
+    if lowered >= warmup.requests:
+        return _oom_fix(facts, [warmup.hit])
+    changes = {SEQS_FLAG: str(lowered)}
+    current = facts.utilization().value
+    if current > DEFAULT_GPU_MEMORY_UTILIZATION:
+        changes[UTIL_FLAG] = f"{DEFAULT_GPU_MEMORY_UTILIZATION:g}"
+    fitted, notes = fitting(facts, changes)
+    if fitted is None:
+        return Fix(what=" ".join(notes))
+    reasons = [
+        f"first lower {SEQS_FLAG} from {warmup.requests}{flag} to {fitted[SEQS_FLAG]}, as vLLM's own message asks "
+        f"('Please try lowering `max_num_seqs` or `gpu_memory_utilization`'): the {warmup.stage}'s warm-up buffers "
+        "shrink with it, and each pod then runs at most that many requests at once (add replicas if that is too few)"
+    ]
+    if UTIL_FLAG in fitted:
+        reasons.append(
+            f"{UTIL_FLAG} {fitted[UTIL_FLAG]} (from {current:g}) leaves memory outside vLLM's budget for CUDA graphs, "
+            "the sampler and the CUDA context"
+        )
+    else:
+        reasons.append(
+            f"keep {UTIL_FLAG} at {current:g} ({facts.utilization().origin}); lower it only if the warm-up still fails"
+        )
+    if LEN_FLAG in fitted:
+        reasons.append(f"{LEN_FLAG} {fitted[LEN_FLAG]} is what then still fits the KV cache")
+    what = "The sampler warm-up did not fit: " + "; ".join(reasons) + ". " + " ".join(notes)
+    plan = facts.args_patch(fitted)
+    return Fix.from_plan(what, plan, no_patch=facts.no_patch_reason())
 
 
 def _oom_fix(facts: EngineFacts, hits: list[LogHit]) -> Fix:

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nbhelpers.checks.queue_vs_oom._facts import BATCHED_FLAG, LEN_FLAG, TP_FLAG, UTIL_FLAG, EngineFacts, round_down
+from nbhelpers.checks.queue_vs_oom._facts import (
+    BATCHED_FLAG,
+    LEN_FLAG,
+    SEQS_FLAG,
+    TP_FLAG,
+    UTIL_FLAG,
+    EngineFacts,
+    round_down,
+)
 from nbhelpers.models.vllm_memory import GIB, SAFE_MAX_UTILIZATION, KvCacheReport, safe_max_utilization
 
 ESTIMATE_MARGIN_GIB = 0.6  # the memory model's largest measured error against real start-ups is 0.52 GiB
@@ -58,6 +66,7 @@ def fitting(facts: EngineFacts, changes: dict[str, str]) -> tuple[dict[str, str]
         max_num_batched_tokens=int(changes[BATCHED_FLAG])
         if BATCHED_FLAG in changes
         else facts.plan.max_num_batched_tokens,
+        max_num_seqs=int(changes[SEQS_FLAG]) if SEQS_FLAG in changes else facts.plan.max_num_seqs,
         available_kv_gib=None,
     )
     report = facts.estimate(plan)

@@ -74,9 +74,12 @@ def _cpu_on_gpu(
 
 
 def targets_above_capacity(facts: ScaleTargetFacts) -> list[Finding]:
-    if facts.capacity is None or facts.capacity.ceiling is None:
+    """Targets at or above what a pod runs at once: the measured plateau when the window's metrics show one below
+    the flag's ceiling (the KV cache holds fewer requests than ``--max-num-seqs``; measured as the what-if measures
+    it, :func:`nbhelpers.models.capacity.saturated_concurrency`), else the ceiling in effect."""
+    if facts.capacity is None or facts.capacity.limit is None:
         return []
-    ceiling = facts.capacity.ceiling
+    ceiling = facts.capacity.limit
     findings = []
     for unit in facts.units:
         if unit.primary.klass == "kpa":
@@ -126,14 +129,14 @@ def _kpa_target(facts: ScaleTargetFacts, autoscaler: Autoscaler) -> _KpaTarget:
 
 
 def _kpa_above(facts: ScaleTargetFacts, unit: Unit, kpa: _KpaTarget) -> Finding:
-    assert facts.capacity is not None and facts.capacity.ceiling is not None
-    ceiling = facts.capacity.ceiling
+    assert facts.capacity is not None and facts.capacity.limit is not None
+    ceiling = facts.capacity.limit
     effective, how = kpa.effective, kpa.how
     fix = _kpa_target_fix(facts, kpa)
     lines = [unit.describe(), f"KPA target per pod: {how}", *facts.demand_lines()]
     return Finding(
         code="HPA_TARGET_ABOVE_POD_CAPACITY",
-        title=f"KPA target {effective:g} requests per pod >= the pod's ceiling of {ceiling.value:g}",
+        title=f"KPA target {effective:g} requests per pod >= the pod's {_label(facts)} of {ceiling.value:g}",
         summary=f"Knative adds a pod when the average in-flight requests per pod pass {effective:g} ({how}), but one "
         f"vLLM pod runs at most {ceiling.value:g} requests at once ({ceiling.origin}). The pod saturates and "
         "queues requests before the autoscaler reacts, so latency climbs first and scaling comes late.",
@@ -144,13 +147,14 @@ def _kpa_above(facts: ScaleTargetFacts, unit: Unit, kpa: _KpaTarget) -> Finding:
 
 
 def _metric_above(facts: ScaleTargetFacts, unit: Unit, metric: autoscalers.Metric, value: float) -> Finding:
-    assert facts.capacity is not None and facts.capacity.ceiling is not None
-    ceiling = facts.capacity.ceiling
+    assert facts.capacity is not None and facts.capacity.limit is not None
+    ceiling = facts.capacity.limit
     fix = request_metric_fix(facts, unit, drop=lambda m: m == metric)
     lines = [unit.describe(), *facts.demand_lines()]
     return Finding(
         code="HPA_TARGET_ABOVE_POD_CAPACITY",
-        title=f"{unit.primary.kind} {unit.primary.name} target {value:g} in-flight requests per pod >= ceiling {ceiling.value:g}",
+        title=f"{unit.primary.kind} {unit.primary.name} target {value:g} in-flight requests per pod >= "
+        f"{_label(facts)} {ceiling.value:g}",
         summary=f"{unit.primary.ref} adds pods when {metric.name} averages above {value:g} per pod, but one vLLM pod "
         f"runs at most {ceiling.value:g} requests at once ({ceiling.origin}). The running count cannot pass the "
         "ceiling, so the autoscaler only reacts after pods are saturated and requests already queue.",
@@ -158,6 +162,12 @@ def _metric_above(facts: ScaleTargetFacts, unit: Unit, metric: autoscalers.Metri
         evidence=tuple(lines),
         fix=fix,
     )
+
+
+def _label(facts: ScaleTargetFacts) -> str:
+    """``ceiling`` for the flag (or default) in effect, ``measured capacity`` when the plateau is lower."""
+    assert facts.capacity is not None
+    return "ceiling" if facts.capacity.limit is facts.capacity.ceiling else "measured capacity"
 
 
 def _kpa_target_fix(facts: ScaleTargetFacts, kpa: _KpaTarget) -> Fix:
