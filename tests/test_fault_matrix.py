@@ -1074,3 +1074,12 @@ def test_the_cli_deadline_still_writes_findings_and_summary_on_a_slow_api_server
     document = json.loads((out / "findings.json").read_text())
     assert document["partial"] is True
     assert "_Coverage: " in (out / "summary.md").read_text()
+
+
+def test_a_hostile_target_name_cannot_put_the_report_outside_outputs(tmp_path: Path) -> None:
+    """Issue #19: the output folder is named from the bundle's namespace and name, which anyone can write."""
+    base = tmp_path / "outputs"
+    now = datetime(2026, 1, 15, 12, tzinfo=timezone.utc)
+    folder = headless.output_dir(None, Target("x/../../../escape", "../isvc"), now, base)
+    assert folder.resolve().parent == base.resolve()
+    assert [path for path in tmp_path.rglob("*") if base not in path.parents and path != base] == []

@@ -45,6 +45,7 @@ from nbhelpers.sources.kube import KubeObject
 from nbhelpers.triage import SharedSources, TriageParams, open_live_sources, run
 from nbhelpers.util.files import write_atomic
 from nbhelpers.util.redaction import redact_text
+from nbhelpers.util.safe_paths import child_path
 from nbhelpers.util.times import Window, format_time
 
 FLEET_SCHEMA_ID = "kserve-runbook/fleet/v1"
@@ -263,8 +264,8 @@ def triage_service(
 
     ``seconds_left``: what remains of the fleet's ``--deadline``; it becomes this service's own deadline.
     """
-    relative = f"{target.namespace}/{target.isvc}"
-    folder = fleet_dir / target.namespace / target.isvc
+    folder = child_path(fleet_dir, target.namespace, target.isvc)  # names from the cluster: safe components
+    relative = folder.relative_to(fleet_dir).as_posix()
     window = shared.window
     params = replace(
         request.triage,

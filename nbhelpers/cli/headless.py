@@ -31,6 +31,7 @@ from nbhelpers.notebook import ERROR_FILE_ENV, PROGRESS_FILE_ENV, PROMETHEUS_URL
 from nbhelpers.triage import TriageParams, TriageResult, opened_sources
 from nbhelpers.util.paths import runbook_path
 from nbhelpers.util.redaction import redact_url
+from nbhelpers.util.safe_paths import child_path, safe_component
 
 # The CLI and the notebook kernel talk through files named by these variables (see nbhelpers.notebook).
 HEADERS_ENV = "KSERVE_RUNBOOK_PROMETHEUS_HEADERS"
@@ -78,9 +79,10 @@ def output_dir(out: str | None, target: Target, now: datetime, base: Path = Path
         chosen.mkdir(parents=True, exist_ok=True)
         return chosen
     stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    stem = f"{stamp}-{target.namespace}-{target.isvc}"
+    # The names come from the bundle or the alert: one safe path component, and the folder stays under base.
+    stem = safe_component(f"{stamp}-{target.namespace}-{target.isvc}")
     for suffix in range(1000):
-        candidate = base / (stem if suffix == 0 else f"{stem}-{suffix}")
+        candidate = child_path(base, stem if suffix == 0 else f"{stem}-{suffix}")
         try:
             candidate.mkdir(parents=True)
         except FileExistsError:
