@@ -7,17 +7,19 @@ readiness blip (Ready turning False and back to True while no container restarte
 
 **What the pod status can tell** (verified against the upstream documentation: Pod conditions,
 https://kubernetes.io/docs/concepts/workloads/pods/pod-condition/ , and container states,
-https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#container-states , with the ContainerStatus
-field descriptions of the v1 API):
+https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#container-states , and the v1 API's ContainerStatus
+field descriptions, as k8s-openapi carries them:
+https://docs.rs/k8s-openapi/0.16.0/k8s_openapi/api/core/v1/struct.ContainerStatus.html):
 
 - a condition's ``lastTransitionTime`` is the "last time the condition transitioned from one status to another":
   the Ready condition keeps only its latest transition. It is the end of the pod's first start only while the pod
   has never been Ready before; after a restart it closes the restart, after a blip it closes the blip;
 - ``state.running.startedAt`` is the "time at which the container was last (re-)started", and ``lastState`` holds
   "details about the container's last termination condition" (its ``terminated.startedAt`` and ``finishedAt``);
-- ``restartCount`` is counted from dead containers, which garbage collection removes: a container whose current
-  run began long after its pod was scheduled may have restarted without a record (a node reboot that recreates the
-  pod's sandbox can leave none).
+- ``restartCount`` was documented as "based on the number of dead containers that have not yet been removed",
+  which "are subject to garbage collection" (the same API's earlier description, k8s-openapi 0.10:
+  https://docs.rs/k8s-openapi/0.10.0/k8s_openapi/api/core/v1/struct.ContainerStatus.html): a container whose
+  current run began long after its pod was scheduled may have restarted without a record.
 
 So, for the serving container:
 
