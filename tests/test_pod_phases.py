@@ -196,3 +196,141 @@ def test_a_staircase_down_and_up_is_one_valley_and_a_peak_is_none() -> None:
 
 def test_counter_increases() -> None:
     assert pod_phases.increases([(0.0, 0.0), (15.0, 0.0), (30.0, 1.0), (45.0, 1.0), (60.0, 3.0)]) == [30.0, 60.0]
+
+
+# --- one cold start per start (issue #14) -------------------------------------------------------------------
+
+CREATED_DAYS_AGO = "2026-01-12T09:00:00Z"  # three days before OBSERVED
+
+
+def _served_for_days(
+    *,
+    ready: str = "2026-01-15T08:51:50Z",
+    restarts: int = 1,
+    started: str | None = "2026-01-15T08:50:30Z",
+    finished: str | None = "2026-01-15T08:47:00Z",
+    sidecar_restarts: int = 0,
+) -> dict[str, Any]:
+    """A pod created three days ago whose serving container restarted this morning (a node reboot: the runtime
+    reports the last run as Terminated, reason Unknown, exit code 255)."""
+    pod = _pod(created=CREATED_DAYS_AGO, scheduled="2026-01-12T09:00:02Z", started=started, ready=ready)
+    status = pod["status"]["containerStatuses"][0]
+    status["restartCount"] = restarts
+    if started is None:
+        status["state"] = {}
+    if restarts:
+        terminated: dict[str, Any] = {"exitCode": 255, "reason": "Unknown", "startedAt": "2026-01-12T09:01:00Z"}
+        if finished is not None:
+            terminated["finishedAt"] = finished
+        status["lastState"] = {"terminated": terminated}
+    pod["status"]["containerStatuses"].append(
+        {"name": "queue-proxy", "ready": True, "restartCount": sidecar_restarts, "state": {"running": {}}}
+    )
+    return pod
+
+
+def test_a_new_pod_is_measured_from_its_creation() -> None:
+    phases = pod_phases.measure_pod(_pod(), [], "kserve-container", OBSERVED)
+    assert phases.start == pod_phases.FIRST_START and not phases.unknown
+    assert phases.began == datetime(2026, 1, 15, 11, 0, tzinfo=timezone.utc)
+    assert phases.total == 300
+
+
+def test_a_restart_after_days_is_measured_from_the_container_start() -> None:
+    phases = pod_phases.measure_pod(_served_for_days(), [], "kserve-container", OBSERVED)
+    # Not 2026-01-12T09:00 -> 2026-01-15T08:51:50 (more than three days): the restart's own 80 s.
+    assert phases.start == pod_phases.RESTART
+    assert phases.total == 80
+    assert phases.phases() == [("container started → Ready", 80.0)]
+    text = phases.describe()
+    assert "restarted at 2026-01-15T08:50:30Z, Ready after 80 s = container started → Ready 80 s" in text
+    assert (
+        "restart 1 of the serving container; the previous run ended 2026-01-15T08:47:00Z: Unknown, exit code 255"
+        in text
+    )
+
+
+def test_a_restart_without_start_time_is_measured_from_the_previous_run_end() -> None:
+    phases = pod_phases.measure_pod(_served_for_days(started=None), [], "kserve-container", OBSERVED)
+    assert phases.milestones[0][0] == pod_phases.STOPPED
+    assert phases.total == 290  # 08:47:00 -> 08:51:50: the back-off and the load
+    assert "no state.running.startedAt: measured from that end" in phases.describe()
+
+
+def test_a_restart_the_status_cannot_place_is_unknown_not_measured_from_creation() -> None:
+    phases = pod_phases.measure_pod(_served_for_days(started=None, finished=None), [], "kserve-container", OBSERVED)
+    assert phases.total is None and phases.starting_for is None
+    assert phases.milestones == ()
+    assert "neither state.running.startedAt nor lastState.terminated.finishedAt" in phases.unknown
+    assert "cold start unknown" in phases.describe()
+
+
+def test_a_sidecar_restart_is_no_model_load() -> None:
+    pod = _served_for_days(restarts=0, started="2026-01-12T09:01:00Z", finished=None, sidecar_restarts=1)
+    phases = pod_phases.measure_pod(pod, [], "kserve-container", OBSERVED)
+    assert phases.total is None
+    assert "container queue-proxy restarted" in phases.unknown
+
+
+def test_a_run_long_after_creation_without_a_restart_record_is_a_later_start() -> None:
+    # restartCount is counted from dead containers, which garbage collection removes: a container that began its
+    # run three days after its pod was scheduled started again, whatever its count says.
+    pod = _served_for_days(restarts=0, finished=None)
+    phases = pod_phases.measure_pod(pod, [], "kserve-container", OBSERVED)
+    assert phases.start == pod_phases.RESTART
+    assert phases.total == 80
+    assert "no restart recorded, but the container started 3.0 days after the pod was scheduled" in phases.describe()
+    still_loading = _served_for_days(restarts=0, finished=None, ready=None)
+    still_loading["status"]["conditions"][1]["lastTransitionTime"] = "2026-01-15T08:50:31Z"
+    loading = pod_phases.measure_pod(still_loading, [], "kserve-container", OBSERVED)
+    assert loading.starting_for == 11370  # since 08:50:30, not since the pod's creation
+
+
+def test_a_readiness_blip_seen_in_the_metrics_is_no_start() -> None:
+    pod = _served_for_days(restarts=0, started="2026-01-12T09:01:00Z", finished=None, ready="2026-01-15T11:41:47Z")
+    busy = pod_phases.ServingSignals(busy_at=(datetime(2026, 1, 15, 11, 0, 15, tzinfo=timezone.utc),))
+    phases = pod_phases.measure_pod(pod, [], "kserve-container", OBSERVED, busy)
+    assert phases.total is None and phases.starting_for is None
+    assert phases.unknown.startswith("its Ready transition at 2026-01-15T11:41:47Z ends a readiness blip, not a start")
+    assert "its engine was running requests at 2026-01-15T11:00:15Z" in phases.unknown
+    # Without the metrics the transition still cannot end the load: it came three days after the container started.
+    unseen = pod_phases.measure_pod(pod, [], "kserve-container", OBSERVED)
+    assert unseen.total is None
+    assert (
+        "came 3.1 days after the container started at 2026-01-12T09:01:00Z, longer than a model load" in unseen.unknown
+    )
+
+
+def test_a_load_longer_than_an_hour_counts_when_the_log_places_ready_after_it() -> None:
+    # A very large model downloaded by the engine itself: the server comes up 89 minutes after the container starts.
+    pod = _pod(created="2026-01-15T09:00:00Z", scheduled="2026-01-15T09:00:02Z", started="2026-01-15T09:01:00Z")
+    pod["status"]["conditions"][1]["lastTransitionTime"] = "2026-01-15T10:30:05Z"
+    up = pod_phases.ServingSignals(up_at=datetime(2026, 1, 15, 10, 30, tzinfo=timezone.utc))
+    assert pod_phases.measure_pod(pod, [], "kserve-container", OBSERVED, up).total == 5405
+    assert pod_phases.measure_pod(pod, [], "kserve-container", OBSERVED).total is None
+
+
+def test_a_readiness_blip_seen_in_the_log_is_no_start() -> None:
+    pod = _pod(started="2026-01-15T11:02:00Z", ready="2026-01-15T11:40:00Z")
+    pod["spec"]["containers"][0]["readinessProbe"] = {"httpGet": {"path": "/health", "port": 8080}, "periodSeconds": 5}
+    up = pod_phases.ServingSignals(up_at=datetime(2026, 1, 15, 11, 5, tzinfo=timezone.utc))
+    phases = pod_phases.measure_pod(pod, [], "kserve-container", OBSERVED, up)
+    assert "its log has the server up at 2026-01-15T11:05:00Z, 2100 s before it" in phases.unknown
+    assert "a readiness check follows within 15 s" in phases.unknown
+
+
+def test_ready_soon_after_the_server_is_up_is_the_start() -> None:
+    pod = _pod(started="2026-01-15T11:02:00Z", ready="2026-01-15T11:05:04Z")
+    up = pod_phases.ServingSignals(up_at=datetime(2026, 1, 15, 11, 5, tzinfo=timezone.utc))
+    assert pod_phases.measure_pod(pod, [], "kserve-container", OBSERVED, up).total == 304
+    # A readiness probe that starts late (initialDelaySeconds 600) turns the pod Ready long after the server is up.
+    pod["spec"]["containers"][0]["readinessProbe"] = {"httpGet": {"path": "/health"}, "initialDelaySeconds": 600}
+    pod["status"]["conditions"][1]["lastTransitionTime"] = "2026-01-15T11:12:05Z"
+    assert pod_phases.measure_pod(pod, [], "kserve-container", OBSERVED, up).total == 725
+
+
+def test_requests_before_a_restart_do_not_make_its_ready_a_blip() -> None:
+    # A sample right after the restart can still be the previous run's (Prometheus' lookback): not evidence.
+    early = pod_phases.ServingSignals(busy_at=(datetime(2026, 1, 15, 8, 51, tzinfo=timezone.utc),))
+    phases = pod_phases.measure_pod(_served_for_days(), [], "kserve-container", OBSERVED, early)
+    assert phases.total == 80

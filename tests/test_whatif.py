@@ -140,6 +140,18 @@ def test_healthy_service_gets_nothing_alarming() -> None:
     assert not {"minReplicas", "maxReplicas"} & {change.setting for change in result.patches}
 
 
+@pytest.mark.parametrize(
+    ("name", "seconds"),
+    [("healthy-restart-after-days", 80.0), ("healthy-readiness-blip", 83.0)],
+)
+def test_the_pod_ready_delay_is_a_start_not_a_pods_age(name: str, seconds: float) -> None:
+    """Issue #14: a pod restarted after three days (node reboot), a pod whose readiness blipped after two: the
+    replay's pod ready delay is the measured start (creation or restart -> Ready), not the pod's age."""
+    result = whatif(collect(TriageParams(bundle=str(_bundle(name)))))
+    assert result.inputs.cold_start == seconds
+    assert result.current.forecast.timed_out == 0 and result.proposed.forecast.timed_out == 0
+
+
 def _bundle(name: str) -> Path:
     from nbhelpers.scenarios import scenario_bundle
 

@@ -16,7 +16,9 @@ What it reads and why:
   ``scale-to-zero-pod-retention-period`` 0s (annotation ``autoscaling.knative.dev/scale-to-zero-pod-retention-period``),
   ``scale-down-delay`` 0s (annotation ``autoscaling.knative.dev/scale-down-delay``, 0s ≤ value ≤ 1h; the
   camelCase spellings ``scaleDownDelay`` etc. are the older names), ``stable-window`` 60s, ``initial-scale`` 1.
-- **Cold starts** per pod, phase by phase (:mod:`nbhelpers.facts.pod_phases`).
+- **Cold starts**, one per start: a pod's creation, or its serving container's restart, to the Ready that
+  follows it, phase by phase (:mod:`nbhelpers.facts.pod_phases`). A readiness blip on a serving pod is no start,
+  and a start the pod status cannot place is reported unknown, never measured from the pod's creation.
 - **Timeouts in effect** for a request that arrives while no replica is ready: the activator holds it until
   the revision's ``timeoutSeconds`` (the activator honours the revision timeout since knative/serving#7999,
   and its response-start and idle timeouts since #13261), and every layer in front of it (client, edge,

@@ -269,13 +269,14 @@ def scenarios() -> None:
 
 @scenarios.command("list")
 def scenarios_list() -> None:
-    """List the scenarios: name, symptom, difficulty."""
+    """List the scenarios: name, symptom, difficulty, and the public report a scenario is built on."""
     from nbhelpers.scenarios import list_scenarios
 
     specs = list_scenarios()
     width = max((len(spec.name) for spec in specs), default=0)
     for spec in specs:
-        click.echo(f"{spec.name:<{width}}  {spec.symptom:<16} {spec.difficulty}")
+        line = f"{spec.name:<{width}}  {spec.symptom:<16} {spec.difficulty:<12} {spec.source}"
+        click.echo(line.rstrip())
 
 
 @scenarios.command("run")

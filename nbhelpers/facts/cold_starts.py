@@ -1,6 +1,8 @@
-"""Cold starts as the evidence shows them: the scale-to-zero settings in force, how long each pod took
-from creation to Ready (phase by phase), the ready-pod timeline with its valleys, and the errors seen
-while no pod was ready. The cold-start step judges them; charts and the what-if read the same facts.
+"""Cold starts as the evidence shows them: the scale-to-zero settings in force, how long each pod's latest start
+took to reach Ready (phase by phase; a start is a pod's creation or its serving container's restart, never a period
+of serving: :mod:`nbhelpers.facts.pod_phases`), the ready-pod timeline with its valleys, and the errors seen while
+no pod was ready. The cold-start step judges them; HPA_BEHAVIOR_SLOW (through :mod:`nbhelpers.facts.scaling`),
+charts and the what-if read the same facts.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from nbhelpers.errors import StepSkipped
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common, pod_phases, vllm_args
 from nbhelpers.facts.pod_phases import Distribution, PodPhases, Valley
+from nbhelpers.metrics import series as metric_series
 from nbhelpers.metrics.series import MetricData
 from nbhelpers.models import kpa, load_time
 from nbhelpers.sources import kinds, kube
@@ -151,10 +154,21 @@ def _integer(value: object) -> int | None:
 
 @dataclass(frozen=True)
 class ColdStarts:
-    """Every predictor pod's cold start, and what they say together."""
+    """Every predictor pod's latest start (:mod:`nbhelpers.facts.pod_phases`: one cold start per start, never across
+    a period of serving), and what they say together."""
 
     pods: tuple[PodPhases, ...]
     estimate: load_time.LoadEstimate | None
+
+    @property
+    def completed(self) -> tuple[PodPhases, ...]:
+        """The pods whose latest start reached Ready and can be measured."""
+        return tuple(pod for pod in self.pods if pod.total is not None)
+
+    @property
+    def unknown(self) -> tuple[PodPhases, ...]:
+        """The pods whose cold start cannot be measured (a readiness blip, a start the status cannot place)."""
+        return tuple(pod for pod in self.pods if pod.unknown)
 
     @property
     def totals(self) -> Distribution | None:
@@ -183,9 +197,13 @@ class ColdStarts:
     def describe_measured(self) -> str:
         parts = []
         if self.totals is not None:
-            parts.append(f"completed cold starts (created → Ready) {self.totals.describe()}")
+            restarted = any(pod.start == pod_phases.RESTART for pod in self.completed)
+            span = "a start → its Ready: creation or the container's restart" if restarted else "created → Ready"
+            parts.append(f"completed cold starts ({span}) {self.totals.describe()}")
         if self.lower_bound is not None:
             parts.append(f"a pod still starting after {self.lower_bound:.0f} s (a lower bound)")
+        if self.unknown and parts:
+            parts.append(f"{len(self.unknown)} pod(s) with no measurable start")
         return "; ".join(parts) or "no cold start measured"
 
     def lines(self) -> list[str]:
@@ -202,17 +220,45 @@ class ColdStarts:
 
 
 def cold_starts(evidence: Evidence) -> ColdStarts:
-    """Every predictor pod's phases (the pods listed now; pods that are gone only show in the timeline)."""
+    """Every predictor pod's latest start (the pods listed now; pods that are gone only show in the timeline)."""
+    return ColdStarts(latest_starts(evidence), _estimate(evidence))
+
+
+def latest_starts(evidence: Evidence) -> tuple[PodPhases, ...]:
+    """Each predictor pod's latest start, measured from its status, its events, its engine's per-pod metrics and
+    its current log. Its Ready milestone is set only when the Ready transition ends that start (not a blip): the
+    probes step reads a run's load from it too."""
     pods = []
+    busy = _busy_samples(evidence)
     for pod in common.predictor_pods(evidence):
         serving = common.serving_container(kube.spec(pod))
         if serving is not None:
+            name, container = kube.name(pod), str(serving.get("name"))
+            signals = pod_phases.ServingSignals(busy.get(name, ()), _server_up(evidence, name, container))
             pods.append(
                 pod_phases.measure_pod(
-                    pod, evidence.events_about("Pod", kube.name(pod)), str(serving.get("name")), evidence.observed_at
+                    pod, evidence.events_about("Pod", name), container, evidence.observed_at, signals
                 )
             )
-    return ColdStarts(tuple(pods), _estimate(evidence))
+    return tuple(pods)
+
+
+def _busy_samples(evidence: Evidence) -> dict[str, tuple[datetime, ...]]:
+    """Per pod, the sample times at which its engine ran requests (``vllm_running`` above 0)."""
+    return {
+        pod: tuple(
+            datetime.fromtimestamp(moment, tz=timezone.utc) for moment, value in sorted(samples.items()) if value > 0
+        )
+        for pod, samples in metric_series.by_pod(evidence.metrics.get("vllm_running")).items()
+    }
+
+
+def _server_up(evidence: Evidence, pod: str, container: str) -> datetime | None:
+    """When the current run's log (the window's part of it) says the server was up, if it says so."""
+    for log in evidence.logs_of(pod):
+        if log.container == container and not log.previous and log.text:
+            return load_time.parse_log_timeline(log.text).serving_at
+    return None
 
 
 def _estimate(evidence: Evidence) -> load_time.LoadEstimate | None:

@@ -1,7 +1,7 @@
 """Facts the ``scale_target`` step weighs autoscalers against: which Deployments receive traffic, the
 pod's request ceiling (from :mod:`nbhelpers.facts.engine`) and measured capacity (the what-if's measurement,
 :mod:`nbhelpers.models.capacity`), how long an autoscaler sat at its maximum with requests waiting, the demand,
-and cold starts read from pod status.
+and the cold starts of :mod:`nbhelpers.facts.cold_starts` (one per start, as every consumer reads them).
 
 Everything here is a pure function of the evidence.
 """
@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import common, engine
+from nbhelpers.facts import common, engine, pod_phases
+from nbhelpers.facts.cold_starts import cold_starts as measured_cold_starts
 from nbhelpers.facts.engine import Valued
 from nbhelpers.metrics import series
 from nbhelpers.models import capacity as cap
 from nbhelpers.sources import kinds, kube
 from nbhelpers.util import quantities
-from nbhelpers.util.times import parse_k8s_time
 
 # A per-pod target sits below the pod's capacity so that the autoscaler adds a pod before the engine
 # saturates; 80 % also leaves room for the HPA's 10 % tolerance band.
@@ -249,25 +249,22 @@ def demand_peak(evidence: Evidence, seconds: float = AT_MAX_SECONDS) -> float | 
 class ColdStart:
     pod: str
     seconds: float
+    restart: bool = False  # measured from the serving container's restart, not from the pod's creation
 
     def describe(self) -> str:
-        return f"Pod {self.pod}: created -> Ready in {self.seconds:.0f} s"
+        return f"Pod {self.pod}: {'restarted' if self.restart else 'created'} -> Ready in {self.seconds:.0f} s"
 
 
 def cold_starts(evidence: Evidence) -> list[ColdStart]:
-    """Created -> Ready of each ready predictor pod, from its creationTimestamp and its Ready condition's
-    lastTransitionTime (the time a scale-up waits for a new replica, scheduling and image pull included)."""
-    measured = []
-    for pod in common.predictor_pods(evidence):
-        ready = kube.condition(pod, "Ready")
-        created = parse_k8s_time(kube.created(pod))
-        became = parse_k8s_time(str(ready.get("lastTransitionTime") or "")) if ready else None
-        if ready is None or str(ready.get("status")) != "True" or created is None or became is None:
-            continue
-        seconds = (became - created).total_seconds()
-        if seconds > 0:
-            measured.append(ColdStart(kube.name(pod), seconds))
-    return measured
+    """The completed cold start of each ready predictor pod: its latest start (creation, or the serving container's
+    restart) to the Ready that followed it, as :func:`nbhelpers.facts.cold_starts.cold_starts` measures it (the time
+    a scale-up waits for a new replica, scheduling and image pull included); pods whose start cannot be measured (a
+    readiness blip, a start the status cannot place) are left out."""
+    return [
+        ColdStart(pod.pod, total, pod.start == pod_phases.RESTART)
+        for pod in measured_cold_starts(evidence).pods
+        if pod.ready and (total := pod.total) is not None and total > 0
+    ]
 
 
 def slowest(starts: Sequence[ColdStart]) -> ColdStart | None:

@@ -296,9 +296,10 @@ def measure_container(
 ) -> list[LoadAttempt]:
     """The load attempts one container status shows: its current run and its last terminated one.
 
-    ``ready_since`` is the pod's Ready condition lastTransitionTime when Ready is True; the logs are
-    the window-filtered texts with kubelet timestamps (None when not read). ``ready_means_serving``
-    is False when no probe that asks the server gates readiness: Ready then says nothing about the load.
+    ``ready_since`` is the pod's Ready condition lastTransitionTime when it ends this run's start (None after a
+    readiness blip, see nbhelpers.facts.pod_phases); the logs are the window-filtered texts with kubelet timestamps
+    (None when not read). ``ready_means_serving`` is False when no probe that asks the server gates readiness: Ready
+    then says nothing about the load.
     """
     if not ready_means_serving:
         ready_since = None
@@ -335,7 +336,16 @@ def _current_attempt(
     if not status.get("ready"):
         source = "not ready when observed" + (f"; log ends with {_quote(timeline.last_message)}" if timeline else "")
         return LoadAttempt(pod, container, False, started, observed_at, LOADING, source, timeline)
-    return LoadAttempt(pod, container, False, started, None, UNKNOWN, "ready, but no Ready transition time", timeline)
+    return LoadAttempt(
+        pod,
+        container,
+        False,
+        started,
+        None,
+        UNKNOWN,
+        "ready, but no Ready transition that ends this run's start",
+        timeline,
+    )
 
 
 def _previous_attempt(pod: str, container: str, terminated: Mapping[str, Any], log_text: str | None) -> LoadAttempt:

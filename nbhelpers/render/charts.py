@@ -520,14 +520,15 @@ def phases_frame(evidence: Evidence, pods: Sequence[PodPhases] | None = None) ->
 def cold_start_chart(
     evidence: Evidence, interactive: bool = True, pods: Sequence[PodPhases] | None = None
 ) -> alt.LayerChart | None:
-    """Cold-start phases per pod as horizontal stacked bars (created → scheduled → image pulled → … → Ready)."""
+    """Cold-start phases per pod as horizontal stacked bars (created → scheduled → image pulled → … → Ready), each pod's
+    latest start: its creation, or its serving container's restart (:mod:`nbhelpers.facts.pod_phases`)."""
     everyone = pods if pods is not None else _cold_starts(evidence)
     frame = phases_frame(evidence, everyone)
     if frame.empty:
         return None
     shown = frame["pod"].nunique()
     measured = sum(1 for pod in everyone if _phase_rows(pod))
-    title = "Cold start per pod, by phase (seconds from creation)"
+    title = "Cold start per pod, by phase (seconds from its latest start)"
     subtitle = f"{evidence.target.isvc}-predictor-… pods" + (
         f"; the {shown} slowest of {measured}" if measured > shown else ""
     )
@@ -536,7 +537,7 @@ def cold_start_chart(
         "y": alt.Y(
             "pod:N", title=None, sort=alt.EncodingSortField("rank", order="ascending"), axis=alt.Axis(labelLimit=320)
         ),
-        "x": alt.X("start:Q", title="seconds since the pod was created"),
+        "x": alt.X("start:Q", title="seconds since the start (the pod's creation, or its container's restart)"),
         "x2": "end:Q",
         "color": alt.Color(
             "phase:N",

@@ -37,6 +37,18 @@ def _refused(probe: Any, ip: str, default_port: int) -> str:
     return f"dial tcp {ip}:{default_port}: connect: connection refused"
 
 
+def _timed_out(probe: Any, ip: str, default_port: int) -> str:
+    """What the kubelet reports for a probe the server does not answer within ``timeoutSeconds``."""
+    http = probe.get("httpGet")
+    if http is not None:
+        port, path = http.get("port", default_port), http.get("path", "/")
+        return (
+            f'Get "http://{ip}:{port}{path}": context deadline exceeded (Client.Timeout exceeded while awaiting '
+            "headers)"
+        )
+    return f"dial tcp {ip}:{default_port}: i/o timeout"
+
+
 def _micro(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond:06d}Z"
 
@@ -104,8 +116,8 @@ class EventBuilder:
         events += self.container_starts(pod, base, SERVING_CONTAINER, self.plan.spec.isvc.image, 0.0)
         if self.plan.serverless:
             events += self.container_starts(pod, base, "queue-proxy", QUEUE_IMAGE, 0.15)
-        if pod.probe_failures:
-            events.append(self.unhealthy(pod, base))
+        if pod.probe_failures or pod.blip_failures:
+            events += self.unhealthy(pod, base)
         if pod.stopping is not None:
             events += self.stopped(pod, base)
         if pod.liveness_failures:
@@ -252,20 +264,34 @@ class EventBuilder:
         )
         return [failed, not_triggered]
 
-    def unhealthy(self, pod: PodPlan, base: dict[str, Any]) -> KubeObject:
-        """The aggregated readiness failures: on kserve-container, or on queue-proxy under Knative."""
+    def unhealthy(self, pod: PodPlan, base: dict[str, Any]) -> list[KubeObject]:
+        """The aggregated readiness failures: on kserve-container, or on queue-proxy under Knative.
+
+        A readiness blip on a serving engine is a health check that times out: the kubelet says so on
+        kserve-container (a message of its own, so an event of its own); under Knative the kubelet probes
+        queue-proxy, which answers 503 when its own check of the engine times out (the same event as the
+        failures during the load)."""
         spec = self.plan.spec
         probe: Any = spec.isvc.readiness_probe or {}
         port = self.plan.probe_port
+        groups: list[tuple[str, tuple[datetime, ...]]]
         if self.plan.serverless:
-            container, message = "queue-proxy", "Readiness probe failed: HTTP probe failed with statuscode: 503"
+            container = "queue-proxy"
+            message = "Readiness probe failed: HTTP probe failed with statuscode: 503"
+            groups = [(message, tuple(sorted(pod.probe_failures + pod.blip_failures)))]
         else:
             container = SERVING_CONTAINER
-            message = f"Readiness probe failed: {_refused(probe, pod.ip, port)}"
+            groups = [
+                (f"Readiness probe failed: {_refused(probe, pod.ip, port)}", pod.probe_failures),
+                (f"Readiness probe failed: {_timed_out(probe, pod.ip, port)}", pod.blip_failures),
+            ]
         involved = {**base, "fieldPath": f"spec.containers{{{container}}}"}
-        failures = pod.probe_failures
         host = pod.node.name if pod.node else ""
-        return self.event(involved, "Unhealthy", message, failures[0], failures[-1], len(failures), True, host=host)
+        return [
+            self.event(involved, "Unhealthy", message, failures[0], failures[-1], len(failures), True, host=host)
+            for message, failures in groups
+            if failures
+        ]
 
     def workload_events(self) -> list[KubeObject]:
         """The Deployment's scaling decisions and the ReplicaSet's pod creations and deletions.

@@ -642,8 +642,9 @@ class ObjectBuilder:
         spec["nodeName"] = pod.node.name
         ready = pod.ready(self.captured)
         scheduled = pod.created + timedelta(seconds=1)
-        # Ready turns False when the kubelet first reports the pod, True when the probe first passes.
-        ready_time = pod.ready_at or scheduled + timedelta(seconds=1)
+        # Ready turns False when the kubelet first reports the pod, True when the probe first passes (again, after
+        # a restart or a readiness blip: the condition keeps only its latest transition).
+        ready_time = pod.ready_since or scheduled + timedelta(seconds=1)
         statuses = [self._serving_status(pod, ready)]
         if plan.serverless:
             queue_state = {"running": {"startedAt": _at(pod.started + timedelta(milliseconds=150))}}
@@ -931,7 +932,7 @@ class ObjectBuilder:
         if not_ready:
             subset["notReadyAddresses"] = [_address(*member[:5]) for member in not_ready]
         changed = max(
-            [moment for pod in self.plan.pods for moment in (pod.ready_at or pod.created, pod.stopping) if moment]
+            [moment for pod in self.plan.pods for moment in (pod.ready_since or pod.created, pod.stopping) if moment]
             + [self.deployed]
         )
         endpoints = {
@@ -1073,7 +1074,7 @@ class ObjectBuilder:
         if stale is not None:
             created = self.deployed - STALE_COPY_AGE + timedelta(hours=2)
             status = self._disabled_hpa_status(self.deployed - STALE_COPY_SCALED_DOWN)
-        elif scales_out(self.spec):
+        elif scales_out(self.spec) or self.isvc.owner_hpa is not None:
             created = self.deployed + timedelta(seconds=5)
             status = self._limited_hpa_status(metric, float(average), created)
         else:

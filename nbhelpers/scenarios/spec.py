@@ -112,6 +112,17 @@ OUTSIDE_BUDGET_GIB = 1.2
 BLOCK_SIZE = 16
 # Hugging Face's default shard size for safetensors exports (max_shard_size="5GB").
 SAFETENSORS_SHARD_GIB = 4.66
+# History: what a healthy service lived through before (or during) the window, with no fault. A spec with a
+# ``history`` section may have been deployed before the window (its pods then show their past only in their
+# status: restartCount, lastState, startedAt, the Ready condition's lastTransitionTime), and has no faults.
+# - restarts (pod, at, down_seconds, reason, exit_code): the serving container of pod ``pod`` stopped at ``at`` after
+#   it had served (a node reboot: the runtime reports reason Unknown, exit code 255), and the kubelet started it again
+#   ``down_seconds`` later; it loads the model again and turns Ready. RawDeployment only (the generator models the
+#   serving container's runs, not a sidecar's).
+# - readiness_blips (pod, at, seconds): from ``at`` on, pod ``pod``'s readiness probe fails (the engine answers the
+#   health check too slowly under load) for ``seconds``; at the probe's failureThreshold the pod turns not Ready, and
+#   Ready again at the next success. Its containers keep running.
+RESTART_REASONS = ("Unknown", "Error", "Completed")
 
 
 def flag_value(args: tuple[str, ...], flag: str) -> str | None:
@@ -226,6 +237,35 @@ class Isvc:
     resources: Mapping[str, Any]
     runtime_resources: Mapping[str, Any]  # the ServingRuntime container's defaults, merged under ``resources``
     image_pull_seconds: float
+    # The owner's own HPA on a Pods metric of the engine (class external), working as designed: {metric,
+    # average_value}. None: no such HPA (faults may still add one).
+    owner_hpa: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Restart:
+    """One restart of a pod's serving container after it had served (see ``history`` above)."""
+
+    pod: int
+    at: datetime
+    down_seconds: float
+    reason: str
+    exit_code: int
+
+
+@dataclass(frozen=True)
+class ReadinessBlip:
+    """A spell of failing readiness checks on a pod that serves (see ``history`` above)."""
+
+    pod: int
+    at: datetime
+    seconds: float
+
+
+@dataclass(frozen=True)
+class History:
+    restarts: tuple[Restart, ...]
+    readiness_blips: tuple[ReadinessBlip, ...]
 
 
 @dataclass(frozen=True)
@@ -270,6 +310,8 @@ class ScenarioSpec:
     traffic: Traffic
     expected_root_causes: tuple[str, ...]
     source_text: str
+    history: History | None = None
+    source: str = ""  # the public report the scenario is built on (a URL)
 
     @property
     def digest(self) -> str:
@@ -368,6 +410,8 @@ def parse_spec(text: str, origin: str) -> ScenarioSpec:
         traffic=_traffic(top.nested("traffic")),
         expected_root_causes=tuple(str(code) for code in top.items("expected_root_causes")),
         source_text=text,
+        history=_history(top.nested("history")) if "history" in top.raw else None,
+        source=_source(top),
     )
     _check_consistency(spec, top)
     return spec
@@ -375,6 +419,33 @@ def parse_spec(text: str, origin: str) -> ScenarioSpec:
 
 def load_spec_file(path: Path) -> ScenarioSpec:
     return parse_spec(path.read_text(encoding="utf-8"), str(path))
+
+
+def _source(top: _Fields) -> str:
+    source = top.text("source", "")
+    if source and not source.startswith("https://"):
+        raise top.fail("source", "must be the https:// address of the public report the scenario is built on")
+    return source
+
+
+def _history(fields: _Fields) -> History:
+    restarts = []
+    for i, item in enumerate(fields.items("restarts")):
+        entry = _Fields(item, f"{fields.where}.restarts[{i}]", fields.origin)
+        restarts.append(
+            Restart(
+                pod=entry.integer("pod"),
+                at=entry.time("at"),
+                down_seconds=entry.number("down_seconds"),
+                reason=entry.choice("reason", RESTART_REASONS, "Unknown"),
+                exit_code=entry.integer("exit_code", 255),
+            )
+        )
+    blips = []
+    for i, item in enumerate(fields.items("readiness_blips")):
+        entry = _Fields(item, f"{fields.where}.readiness_blips[{i}]", fields.origin)
+        blips.append(ReadinessBlip(pod=entry.integer("pod"), at=entry.time("at"), seconds=entry.number("seconds")))
+    return History(tuple(restarts), tuple(blips))
 
 
 def _timeline(fields: _Fields) -> Timeline:
@@ -388,7 +459,7 @@ def _timeline(fields: _Fields) -> Timeline:
         if not (window.start <= incident.start < incident.end <= captured_at):
             raise fields.fail("incident_start", "and incident_end must lie inside the window, in order")
     deployed_at = fields.time("deployed_at")
-    if not window.contains(deployed_at):
+    if deployed_at >= captured_at:
         raise fields.fail("deployed_at", "must lie inside the window (the startup logs are the evidence)")
     return Timeline(captured_at, window, deployed_at, incident)
 
@@ -464,7 +535,18 @@ def _isvc(fields: _Fields) -> Isvc:
         resources=resources,
         runtime_resources=fields.optional_mapping("runtime_resources") or {},
         image_pull_seconds=fields.number("image_pull_seconds", 0.0),
+        owner_hpa=_owner_hpa(fields),
     )
+
+
+def _owner_hpa(fields: _Fields) -> Mapping[str, Any] | None:
+    if fields.optional_mapping("owner_hpa") is None:
+        return None
+    entry = fields.nested("owner_hpa")
+    average = entry.number("average_value")
+    if average <= 0:
+        raise entry.fail("average_value", "must be a positive number of requests per pod")
+    return {"metric": entry.text("metric", "vllm:num_requests_running"), "average_value": average}
 
 
 def _fault(fields: _Fields) -> Fault:
@@ -560,6 +642,67 @@ def _check_consistency(spec: ScenarioSpec, top: _Fields) -> None:
         raise top.fail("faults", "names a fault type twice")
     for fault in spec.faults:
         _check_fault(spec, fault, top)
+    if spec.history is None and not spec.timeline.window.contains(spec.timeline.deployed_at):
+        raise top.fail("timeline.deployed_at", "must lie inside the window (the startup logs are the evidence)")
+    if spec.history is not None:
+        _check_history(spec, spec.history, top)
+    if isvc.owner_hpa is not None:
+        _check_owner_hpa(spec, top)
+
+
+def _check_history(spec: ScenarioSpec, history: History, top: _Fields) -> None:
+    """A healthy service's past: no fault, pods that exist, restarts after serving and before the capture."""
+    isvc, timeline = spec.isvc, spec.timeline
+    if spec.faults:
+        raise top.fail("history", "describes a healthy service's past: a spec with history has no faults")
+    served = timeline.deployed_at + timedelta(seconds=isvc.image_pull_seconds + isvc.model.load_seconds * 1.1 + 15)
+    for restart in history.restarts:
+        if isvc.deployment_mode != "RawDeployment":
+            raise top.fail("history.restarts", "are modelled for RawDeployment only (no sidecar restarts)")
+        if not 0 <= restart.pod < isvc.min_replicas:
+            raise top.fail("history.restarts", f"pod {restart.pod} does not exist (min_replicas {isvc.min_replicas})")
+        back = restart.at + timedelta(seconds=restart.down_seconds + isvc.model.load_seconds * 1.1 + 15)
+        if not served < restart.at or back >= timeline.captured_at or restart.down_seconds < 0:
+            raise top.fail(
+                "history.restarts",
+                "must fall after the pod served and leave it time to load again before the capture",
+            )
+    for blip in history.readiness_blips:
+        if not 0 <= blip.pod < isvc.min_replicas:
+            raise top.fail("history.readiness_blips", f"pod {blip.pod} does not exist")
+        if not served < blip.at or blip.at + timedelta(seconds=blip.seconds + 60) >= timeline.captured_at:
+            raise top.fail("history.readiness_blips", "must fall after the pod served and end before the capture")
+        probe = isvc.readiness_probe or {}
+        period, threshold = float(probe.get("periodSeconds", 10)), int(probe.get("failureThreshold", 3))
+        if blip.seconds < period * threshold:
+            raise top.fail(
+                "history.readiness_blips",
+                f"last {blip.seconds:g} s, shorter than the probe's {threshold} failures {period:g} s apart: "
+                "the pod would never turn unready",
+            )
+
+
+def _check_owner_hpa(spec: ScenarioSpec, top: _Fields) -> None:
+    """The owner's working HPA: its own Deployment mode and class, room to scale, and traffic it never needs
+    to scale for (the generator does not replay a healthy HPA's scale-outs)."""
+    isvc = spec.isvc
+    assert isvc.owner_hpa is not None
+    if isvc.deployment_mode != "RawDeployment" or isvc.autoscaler_class != "external":
+        raise top.fail("isvc.owner_hpa", "the owner's own HPA needs RawDeployment and class external")
+    if isvc.max_replicas <= isvc.min_replicas:
+        raise top.fail("isvc.owner_hpa", "max_replicas equals min_replicas, nothing would scale")
+    if any(fault.type in OWNER_HPA_FAULTS for fault in spec.faults):
+        raise top.fail("isvc.owner_hpa", "the owner has one HPA; drop the HPA faults")
+    if "running" not in str(isvc.owner_hpa["metric"]):
+        raise top.fail("isvc.owner_hpa", "the metric must count running requests")
+    peak = max(rate for _, rate in spec.traffic.points)
+    served = isvc.min_replicas * pod_throughput(spec, int(isvc.owner_hpa["average_value"]))
+    if peak > served:
+        raise top.fail(
+            "isvc.owner_hpa",
+            f"the peak of {peak:g} requests/s needs more than {isvc.owner_hpa['average_value']:g} running requests "
+            "per pod at min_replicas: the HPA would scale out (not modelled for a healthy HPA)",
+        )
 
 
 def _check_fault(spec: ScenarioSpec, fault: Fault, top: _Fields) -> None:

@@ -27,6 +27,8 @@ from nbhelpers.scenarios.spec import (
     RUNTIME_HOST_GIB,
     SERVER_PORT_FLAGS,
     GpuNode,
+    ReadinessBlip,
+    Restart,
     ScenarioSpec,
     Traffic,
     flag_value,
@@ -129,6 +131,9 @@ class PodPlan:
     scheduling_attempts: tuple[datetime, ...]  # FailedScheduling (unscheduled pods only)
     stopping: datetime | None = None  # the autoscaler scaled it away: deletion asked, Ready turns False
     deleted: datetime | None = None  # its containers are gone and the API server has removed it
+    # After it was first Ready (``ready_at``): spells not Ready, [from, to) (a restart, a readiness blip).
+    unready: tuple[tuple[datetime, datetime], ...] = ()
+    blip_failures: tuple[datetime, ...] = ()  # readiness failures of a pod that serves (history's blips)
 
     @property
     def scheduled(self) -> bool:
@@ -141,7 +146,15 @@ class PodPlan:
 
     def ready(self, moment: datetime) -> bool:
         stopped = self.stopping is not None and moment >= self.stopping
-        return self.ready_at is not None and moment >= self.ready_at and not stopped
+        lapsed = any(start <= moment < end for start, end in self.unready)
+        return self.ready_at is not None and moment >= self.ready_at and not stopped and not lapsed
+
+    @property
+    def ready_since(self) -> datetime | None:
+        """The Ready condition's latest transition to True: the first Ready, or the end of the last spell without."""
+        if self.ready_at is None:
+            return None
+        return max([self.ready_at, *(end for _, end in self.unready)])
 
     def alive(self, moment: datetime) -> bool:
         """The pod exists in the API at ``moment`` (created, not yet removed)."""
@@ -503,6 +516,10 @@ def _pod_plan(
     life = _PodLife([], [], [], [])
     start = created + timedelta(seconds=spec.isvc.image_pull_seconds + 2 + rng.uniform(0.2, 0.9))
     oom_after = oom_seconds(spec, load, plan_inputs.memory_limit_gib)
+    restarts = [restart for restart in (spec.history.restarts if spec.history else ()) if restart.pod == index]
+    first_ready: datetime | None = None
+    spells: list[tuple[datetime, datetime]] = []
+    lapsed_since: datetime | None = None  # a run that served has ended: not Ready until the next one is
     while start < captured:
         listening = start + timedelta(seconds=load)
         oom = start + timedelta(seconds=oom_after) if oom_after is not None else None
@@ -512,6 +529,7 @@ def _pod_plan(
         kv_refused = start + timedelta(seconds=kv_after) if kv_after is not None else None
         serving_from = min(moment for moment in (listening, oom, gpu_oom, kv_refused, captured) if moment is not None)
         killed = _liveness_kill(start, serving_from, plan_inputs.liveness, life)
+        restart: Restart | None = None
         if oom is not None and oom < captured and (killed is None or oom < killed):
             run = Run(start, oom, "OOMKilled", 137)
         elif gpu_oom is not None and gpu_oom < captured and (killed is None or gpu_oom < killed):
@@ -522,15 +540,30 @@ def _pod_plan(
             ended = killed + timedelta(seconds=plan_inputs.grace_seconds)
             run = Run(start, ended if ended < captured else None, "Error", 137, killed)
         else:
-            run = Run(start, None)
+            restart = _restart_after(restarts, listening, captured)
+            run = Run(start, restart.at, restart.reason, restart.exit_code) if restart else Run(start, None)
+        served = restart is not None  # a run the history ends after it served
         life.runs.append(run)
         end = run.ended or captured
         # A run still terminating at capture (killed, inside its grace period) never gets to listen.
-        reachable = listening if run.ended is None and run.killed_at is None and listening < captured else None
+        reachable = (
+            listening if (run.ended is None or served) and run.killed_at is None and listening < captured else None
+        )
         _readiness(spec, start, end, reachable, plan_inputs.probe_can_pass, life)
+        if lapsed_since is not None:
+            spells.append((lapsed_since, life.ready_at or captured))
+            lapsed_since = None
         if run.ended is None:
             life.listening = reachable
             break
+        if served:
+            # History: the run served until the node went down; the kubelet starts the container again when the
+            # node is back, with no back-off (the container did not crash).
+            assert restart is not None
+            first_ready = first_ready or life.ready_at
+            lapsed_since, life.ready_at = run.ended, None
+            start = run.ended + timedelta(seconds=restart.down_seconds)
+            continue
         next_start = run.ended + timedelta(seconds=restart_back_off(len(life.runs)) + rng.uniform(0.5, 2.5))
         sync = run.ended + timedelta(seconds=rng.uniform(0.5, 1.5))
         while sync < min(next_start, captured):
@@ -548,12 +581,38 @@ def _pod_plan(
         runs=tuple(life.runs),
         load_seconds=load,
         listening=life.listening,
-        ready_at=life.ready_at,
+        ready_at=first_ready or life.ready_at,
         probe_failures=tuple(life.readiness_failures),
         liveness_failures=tuple(life.liveness_failures),
         back_offs=tuple(life.back_offs),
         scheduling_attempts=(),
+        **_blips(spec, index, spells),
     )
+
+
+def _restart_after(restarts: list[Restart], listening: datetime, captured: datetime) -> Restart | None:
+    """The history's next restart of a run that listens from ``listening`` (None: it runs on)."""
+    return next((restart for restart in restarts if listening < restart.at < captured), None)
+
+
+def _blips(spec: ScenarioSpec, index: int, spells: list[tuple[datetime, datetime]]) -> dict[str, Any]:
+    """The history's readiness blips of pod ``index``: the readiness checks that fail from the blip's start, one
+    period apart, until it ends; the pod is not Ready from the ``failureThreshold``-th failure to the next success.
+    With ``spells`` (the restarts' gaps), the ``unready`` and ``blip_failures`` fields of its PodPlan."""
+    blips: list[ReadinessBlip] = [
+        blip for blip in (spec.history.readiness_blips if spec.history else ()) if blip.pod == index
+    ]
+    if not blips and not spells:
+        return {}
+    _, period, threshold = _probe_schedule(spec.isvc.readiness_probe)
+    failures: list[datetime] = []
+    unready = list(spells)
+    for blip in blips:
+        ticks = math.ceil(blip.seconds / period)
+        failed = [blip.at + timedelta(seconds=period * k) for k in range(ticks)]
+        failures += failed
+        unready.append((failed[threshold - 1], blip.at + timedelta(seconds=period * ticks)))
+    return {"unready": tuple(sorted(unready)), "blip_failures": tuple(failures)}
 
 
 # ---- Knative's scale-to-zero (knative.dev docs/serving/autoscaling/scale-to-zero) ----------------------
@@ -575,6 +634,9 @@ def user_hpa_metric(spec: ScenarioSpec) -> tuple[str, str] | None:
         if fault.type in ("hpa_at_max", "hpa_target_above_capacity"):
             params = fault.params
             return str(params.get("metric", "vllm:num_requests_running")), f"{float(params['average_value']):g}"
+    owner = spec.isvc.owner_hpa
+    if owner is not None:
+        return str(owner["metric"]), f"{float(owner['average_value']):g}"
     return None
 
 

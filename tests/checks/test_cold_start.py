@@ -17,7 +17,7 @@ from check_cases import apply_patch, codes, evidence_of, load_case, only, seriou
 
 from nbhelpers.checks import cold_start
 from nbhelpers.errors import EvidenceMissing, StepSkipped
-from nbhelpers.facts import cold_starts
+from nbhelpers.facts import cold_starts, pod_phases
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding
 from nbhelpers.metrics import catalog
@@ -359,3 +359,47 @@ def test_modelmesh_is_skipped() -> None:
     isvc["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] = "ModelMesh"
     with pytest.raises(StepSkipped):
         cold_start.run(evidence_of(objects))
+
+
+# --- one cold start per start (issue #14) --------------------------------------------------------------------
+
+
+def test_a_restart_after_days_of_serving_is_not_a_three_day_cold_start() -> None:
+    objects = load_case(SERVERLESS, "checks/healthy/cold_start_restarted_after_days.yaml")
+    evidence = evidence_of(objects)
+    assert cold_start.run(evidence) == []
+    (pod,) = cold_starts.cold_starts(evidence).pods
+    assert pod.start == pod_phases.RESTART and pod.total == 80
+    ready, created = pod.at(pod_phases.READY), pod.created_at
+    assert ready is not None and created is not None
+    # What creation -> latest Ready claimed: almost three days, far past Knative's 600 s progress deadline.
+    assert (ready - created).total_seconds() == 258705
+    assert "restarted at 2026-01-15T08:50:30Z, Ready after 80 s" in pod.describe()
+
+
+def test_a_readiness_blip_is_no_cold_start() -> None:
+    objects = load_case(SERVERLESS, "checks/healthy/cold_start_readiness_blip.yaml")
+    # The engine ran requests all hour; it left the endpoints for 20 s at 11:41 and came back at 11:41:47.
+    busy = _metrics(vllm_running=[_series(_spans((0, 41.5, 12), (41.75, 60, 12)), pod=BASE_POD.rsplit("/", 1)[1])])
+    assert _run(objects, busy) == []
+    (pod,) = cold_starts.cold_starts(evidence_of(objects, metrics=busy)).pods
+    assert pod.total is None and pod.starting_for is None
+    assert "ends a readiness blip, not a start: its engine was running requests at 2026-01-15T11:00:00Z" in pod.unknown
+    # Without the engine's metrics the transition still cannot end a start: three days after the container started.
+    assert _run(objects) == []
+    (unseen,) = cold_starts.cold_starts(evidence_of(objects)).pods
+    assert "longer than a model load takes" in unseen.unknown
+
+
+def test_an_unknown_start_is_said_and_never_measured_from_creation() -> None:
+    objects = load_case(SERVERLESS, "checks/healthy/cold_start_restarted_after_days.yaml")
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    serving = pod["status"]["containerStatuses"][0]
+    serving["state"] = {"running": {}}
+    del serving["lastState"]["terminated"]["finishedAt"]
+    measured = cold_starts.cold_starts(evidence_of(objects))
+    assert measured.measured is None and measured.totals is None
+    (phases,) = measured.unknown
+    assert "where its latest start began is not known" in phases.unknown
+    assert any("cold start unknown" in line for line in measured.lines())
+    assert _run(objects) == []

@@ -299,6 +299,7 @@ HEALTHY = {
         {"logs": STARTUP_SIZED_LOG},
     ),
     "pod inside a correctly sized startup window": ((RAW, "checks/healthy/probes_inside_startup_window.yaml"), (), {}),
+    "readiness blip after days of serving": ((RAW, "checks/healthy/probes_readiness_blip.yaml"), (), {}),
 }
 
 

@@ -13,6 +13,7 @@ from check_cases import apply_patch, codes, evidence_of, load_case, only, seriou
 from patchcheck import assert_valid_object
 
 from nbhelpers.checks import scale_target
+from nbhelpers.facts import scaling
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding
 from nbhelpers.metrics import catalog
@@ -475,6 +476,15 @@ def test_scale_down_window_shorter_than_the_cold_start() -> None:
     assert finding.patch is not None and "stabilizationWindowSeconds: 1200" in finding.patch.body
     fixed = apply_patch(objects, finding)
     assert serious(_run(fixed)) == []
+
+
+def test_a_restart_after_days_does_not_make_the_scale_down_window_short() -> None:
+    """Issue #14: the pod restarted once after three days of serving (a node reboot). Its cold start is that restart's
+    80 s, not creation -> latest Ready (three days), so the default 300 s stabilization is enough."""
+    objects = load_case(*RAW, "checks/healthy/scale_target_restarted_after_days.yaml")
+    assert "HPA_BEHAVIOR_SLOW" not in codes(_run(objects))
+    assert scaling.cold_starts(evidence_of(objects)) == [scaling.ColdStart(POD, 80.0, restart=True)]
+    assert scaling.ColdStart(POD, 80.0, restart=True).describe() == f"Pod {POD}: restarted -> Ready in 80 s"
 
 
 def test_scale_up_policy_slower_than_demand() -> None:

@@ -12,12 +12,13 @@ from typing import Any
 
 from nbhelpers.checks.probes._probe import QUEUE_PROXY, Probe, gating
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import common, vllm_args
+from nbhelpers.facts import common, pod_phases, vllm_args
+from nbhelpers.facts.cold_starts import latest_starts
 from nbhelpers.models import load_time
 from nbhelpers.models.load_time import PROBE_KINDS, LoadAttempt, ProbeBudget
 from nbhelpers.sources import kube
 from nbhelpers.sources.kube import event_interval
-from nbhelpers.util.times import format_time, parse_k8s_time
+from nbhelpers.util.times import format_time
 
 _PROBE_EVENT = re.compile(r"^(Liveness|Readiness|Startup) probe (?:failed|errored)", re.IGNORECASE)
 _KILL_EVENT = re.compile(r"failed (liveness|startup) probe", re.IGNORECASE)
@@ -150,6 +151,7 @@ def _logs_by_run(evidence: Evidence, pod: str, container: str) -> tuple[str | No
 
 def pod_loads(evidence: Evidence, ready_means_serving: bool) -> list[PodLoad]:
     loads = []
+    starts = {phases.pod: phases for phases in latest_starts(evidence)}
     for pod in common.predictor_pods(evidence):
         serving = common.serving_container(kube.spec(pod))
         if serving is None:
@@ -159,12 +161,10 @@ def pod_loads(evidence: Evidence, ready_means_serving: bool) -> list[PodLoad]:
             (s for s in kube.status(pod).get("containerStatuses") or [] if s.get("name") == name),
             None,
         )
-        ready = kube.condition(pod, "Ready")
-        ready_since = (
-            parse_k8s_time(ready.get("lastTransitionTime"))
-            if ready is not None and str(ready.get("status")) == "True"
-            else None
-        )
+        # The Ready transition ends this run's load only when it ends the pod's latest start: not after a readiness
+        # blip, not when the status cannot place the start (nbhelpers.facts.pod_phases).
+        phases = starts.get(kube.name(pod))
+        ready_since = phases.at(pod_phases.READY) if phases is not None else None
         current_log, previous_log = _logs_by_run(evidence, kube.name(pod), name)
         attempts = (
             load_time.measure_container(

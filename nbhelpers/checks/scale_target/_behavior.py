@@ -72,7 +72,10 @@ def _behavior_finding(
     lines = [unit.describe(), f"behavior as written: {dict(behavior) or 'none (Kubernetes defaults)'}"]
     lines += [start.describe() for start in sorted(facts.starts, key=lambda s: -s.seconds)[:3]]
     if coldest is None:
-        lines.append("no pod shows created -> Ready in its status: the cold start could not be measured")
+        lines.append(
+            "no pod shows a measurable start (creation or a restart -> Ready) in its status: the cold start could "
+            "not be measured"
+        )
     fixed = _recommended_behavior(behavior, coldest)
     fix = _behavior_fix(facts, unit, fixed)
     return Finding(
