@@ -74,3 +74,26 @@ def test_whole_gib_quantities_for_patches() -> None:
     assert quantities.gib_quantity(16 * GI + 1) == "17Gi"
     assert quantities.gib_quantity(Decimal(24 * 10**9)) == "23Gi"
     assert quantities.gib_quantity(1) == "1Gi"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["16Gi", "500m", "1e3", "1E3", "2E", "2G", "1.5Gi", "515889448Ki", "100k", "250u", "+4", "-1", ".5", "8",
+     "3n", "1Ti", "2Pi", "1Ei", "7M", "1T", "1P", "0.001", "12e-3", "1.5e2"],
+)  # fmt: skip
+def test_the_arithmetic_agrees_with_the_kubernetes_client(text: str) -> None:
+    from kubernetes.utils.quantity import parse_quantity as client_parse_quantity
+
+    assert quantities.parse_quantity(text) == Decimal(client_parse_quantity(text))
+
+
+def test_a_triage_of_a_bundle_does_not_import_the_kubernetes_client() -> None:
+    """Importing ``kubernetes`` costs about a second: only live mode pays it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, nbhelpers.cli.main, nbhelpers.triage, nbhelpers.checks, nbhelpers.render.summary; "
+        "print('kubernetes' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes.utils.quantity import parse_quantity
 
 from nbhelpers.errors import RunbookError
 from nbhelpers.findings.catalog import CATALOG
+from nbhelpers.util.quantities import parse_quantity
 from nbhelpers.util.times import Window, parse_time
 
 SYMPTOMS = ("503", "504", "OOM", "HPA not scaling", "none")
@@ -595,7 +595,7 @@ def _fault(fields: _Fields) -> Fault:
 
 def quantity_gib(quantity: str) -> float:
     """A memory quantity ("16Gi", "20G") in GiB; ``ValueError`` when it is not a quantity."""
-    value: Decimal = parse_quantity(quantity)  # type: ignore[no-untyped-call]
+    value: Decimal = parse_quantity(quantity)
     return float(value) / 2**30
 
 
