@@ -19,8 +19,6 @@ from builders import bundle_files, comparable
 from nbhelpers.checks import STEPS
 from nbhelpers.errors import RunbookError
 from nbhelpers.notebook import (
-    ERROR_FILE_ENV,
-    PROGRESS_FILE_ENV,
     SESSION_ENV,
     TRIAGE_NOTEBOOK_PARAMETERS,
     display,
@@ -31,6 +29,7 @@ from nbhelpers.notebook import (
 from nbhelpers.notebook.widgets import TriagePanel
 from nbhelpers.sources.bundle import write_bundle_files
 from nbhelpers.triage import TriageParams, TriageResult, run
+from nbhelpers.util.kernel_env import ERROR_FILE_ENV, PROGRESS_FILE_ENV
 
 RUNBOOK = Path(__file__).parents[1] / "runbooks" / "triage.ipynb"
 PARAMETERS = {
@@ -268,8 +267,9 @@ def test_a_prometheus_url_with_credentials_reaches_the_kernel_but_not_the_notebo
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from nbhelpers.cli.headless import notebook_parameters
-    from nbhelpers.notebook import PROMETHEUS_URL_ENV, prometheus_url
+    from nbhelpers.notebook import prometheus_url
     from nbhelpers.triage import params_from_text
+    from nbhelpers.util.kernel_env import PROMETHEUS_URL_ENV
 
     real = "https://reader:s3cret-pass@prom.example:9090/?token=tok-123456789&timeout=30s"
     parameters = notebook_parameters(params_from_text({"prometheus": real, "bundle": "b"}), tmp_path)

@@ -27,14 +27,12 @@ from typing import Any, TextIO
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.gather import require_isvc
 from nbhelpers.evidence.model import Target
-from nbhelpers.notebook import ERROR_FILE_ENV, PROGRESS_FILE_ENV, PROMETHEUS_URL_ENV
 from nbhelpers.triage import TriageParams, TriageResult, opened_sources
+from nbhelpers.util.kernel_env import ERROR_FILE_ENV, HEADERS_ENV, PROGRESS_FILE_ENV, PROMETHEUS_URL_ENV
 from nbhelpers.util.paths import runbook_path
 from nbhelpers.util.redaction import redact_url
 from nbhelpers.util.safe_paths import child_path, safe_component
 
-# The CLI and the notebook kernel talk through files named by these variables (see nbhelpers.notebook).
-HEADERS_ENV = "KSERVE_RUNBOOK_PROMETHEUS_HEADERS"
 OUTPUT_FILES = ("triage.ipynb", "report.html", "findings.json", "summary.md")
 EVIDENCE_FILE = "evidence.tar.gz"  # the redacted evidence the verdict came from; the report is rendered from it
 # Of a --deadline, the share kept back from reading so that findings.json and summary.md are always written:

@@ -38,17 +38,13 @@ from nbhelpers.render.findings_json import write_outputs
 from nbhelpers.render.symptoms import reading_order_html, symptom_for
 from nbhelpers.triage import TEXT_PARAMETERS, Progress, TriageParams, TriageResult, params_from_text, run
 from nbhelpers.util.files import write_atomic
+from nbhelpers.util.kernel_env import ERROR_FILE_ENV, PROGRESS_FILE_ENV, PROMETHEUS_URL_ENV
 from nbhelpers.util.redaction import redact_url
 
 if TYPE_CHECKING:
     from nbhelpers.notebook.widgets import TriagePanel
 
 Triage: TypeAlias = "TriageResult | TriagePanel"
-# Set by the CLI for a headless run: where the kernel writes step progress and, on failure, the one-line error.
-PROGRESS_FILE_ENV = "KSERVE_RUNBOOK_PROGRESS_FILE"
-ERROR_FILE_ENV = "KSERVE_RUNBOOK_ERROR_FILE"
-# A Prometheus URL with credentials in it (user:pass@, ?token=): the parameters carry it redacted, this the real one.
-PROMETHEUS_URL_ENV = "KSERVE_RUNBOOK_PROMETHEUS_URL"
 # Set by jupyter_server in the environment of kernels it starts for a notebook session; papermill does not set it.
 SESSION_ENV = "JPY_SESSION_NAME"
 # The triage runbook's parameters: the request as text (headers only by the name of a variable that holds
