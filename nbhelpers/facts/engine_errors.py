@@ -8,10 +8,12 @@ causes. The patterns, with where their wording comes from:
 
 - ``batched_tokens``: ``max_num_batched_tokens (8192) is smaller than max_model_len (131072)``, vLLM's scheduler
   config validation when chunked prefill is off (quoted in https://github.com/verl-project/verl/pull/7626).
-- ``tensor_parallel``: a tensor-parallel size above the GPUs the pod sees; vLLM's Ray fallback says
-  ``The number of required GPUs exceeds the total number of available GPUs in the placement group`` and
-  newer releases fail with a message naming ``tensor_parallel_size`` and the available GPUs
-  (https://github.com/vllm-project/vllm/pull/25775, fixing https://github.com/vllm-project/vllm/issues/25263).
+- ``tensor_parallel``: a tensor-parallel size above the GPUs the pod sees. Since
+  https://github.com/vllm-project/vllm/pull/25775 (fixing https://github.com/vllm-project/vllm/issues/25263) the
+  Ray fallback warns ``Tensor parallel size (4) exceeds available GPUs (1). This may result in Ray placement group
+  allocation failures.`` (vllm/v1/executor/ray_utils.py, quoted in https://github.com/vllm-project/vllm/issues/36861);
+  older releases raise ``ValueError: The number of required GPUs exceeds the total number of available GPUs in the
+  placement group.`` (vllm/engine/ray_utils.py, quoted in https://github.com/vllm-project/vllm/issues/2416).
 - ``vllm_port_uri``: ``ValueError: VLLM_PORT 'tcp://169.169.193.120:6785' appears to be a URI. This may be caused
   by a Kubernetes service discovery issue`` (vllm/envs.py, added by https://github.com/vllm-project/vllm/pull/18209;
   reported in https://github.com/vllm-project/vllm/issues/34199).
@@ -67,6 +69,8 @@ CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
 # The last exception of a start-up: "ValueError: ...", "pydantic_core._pydantic_core.ValidationError: 1 validation
 # error for ...", "RuntimeError: ...", argparse's "vllm: error: ...", vLLM's "ERROR ... [core.py:700] ValueError: ...".
 _EXCEPTION = re.compile(r"\b(?:[A-Za-z_][\w.]*(?:Error|Exception)|error): \S")
+# vLLM's API server's own failure after the engine core's: it only points at the root cause above it.
+_WRAPPER = re.compile(r"Engine core initialization failed|See root cause above|EngineCore failed to start")
 _NOISE = re.compile(r"^\s*(?:Traceback|File \"|\^+$)")
 # Lines the dedicated memory codes own (GPU_OOM, VLLM_KV_CAPACITY_EXCEEDED): never classified here.
 OWNED_ELSEWHERE = re.compile(
@@ -116,7 +120,8 @@ def last_error(text: str) -> tuple[str, re.Match[str] | None, str] | None:
         cause, match = classify(line)
         if cause != UNKNOWN:
             return cause, match, line
-    return (UNKNOWN, None, lines[-1]) if lines else None
+    causes = [line for line in lines if not _WRAPPER.search(line)] or lines
+    return (UNKNOWN, None, causes[-1]) if causes else None
 
 
 def _terminated(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:

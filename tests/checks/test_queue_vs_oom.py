@@ -792,3 +792,49 @@ def test_engine_errors_are_classified(line: str, cause: str) -> None:
 
     found = engine_errors.last_error(f"INFO start\nTraceback (most recent call last):\n{line}\n")
     assert found is not None and found[0] == cause
+
+
+def test_engine_start_failure_names_the_unrecognized_argument() -> None:
+    # https://github.com/defilantech/LLMKube/issues/1030
+    objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_unrecognized_argument.yaml")
+    finding = only(_run(objects), "ENGINE_START_FAILED")
+    assert finding.title == "vLLM rejects an argument"
+    assert "unrecognized arguments: --enable-metrics" in finding.summary
+
+
+# https://github.com/vllm-project/vllm/pull/25775 (warning wording quoted in vllm#36861), older Ray error in vllm#2416.
+TP_ABOVE_GPUS = _log(
+    *_v1_start("11:00:00", "{'model': 'meta-llama/Llama-3.1-8B-Instruct', 'tensor_parallel_size': 4}"),
+    (
+        "11:00:09",
+        "(EngineCore_0 pid=214) WARNING 01-15 11:00:09 [ray_utils.py:352] Tensor parallel size (4) exceeds available "
+        "GPUs (1). This may result in Ray placement group allocation failures. Consider reducing tensor_parallel_size "
+        "to 1 or less, or ensure your Ray cluster has 4 GPUs available.",
+    ),
+    ("11:30:10", "(EngineCore_0 pid=214) ERROR 01-15 11:30:10 [core.py:718] EngineCore failed to start."),
+    (
+        "11:30:10",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    ),
+)
+
+
+def test_engine_start_failure_sets_tensor_parallel_to_the_gpu_request() -> None:
+    objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_tensor_parallel_above_gpus.yaml")
+    findings = _run(objects, None, {(RAW_POD, "kserve-container.previous"): TP_ABOVE_GPUS})
+    finding = only(findings, "ENGINE_START_FAILED")
+    assert finding.title == "--tensor-parallel-size asks for more GPUs than the pod sees"
+    assert "Tensor parallel size (4) exceeds available GPUs (1)" in finding.summary
+    args = _args(apply_patch(objects, finding), "isvc")
+    assert args[args.index("--tensor-parallel-size") + 1] == "1"
+
+
+def test_the_fallback_quotes_the_root_cause_not_the_api_server_wrapper() -> None:
+    from nbhelpers.facts import engine_errors
+
+    text = (
+        "ERROR [core.py:718] ValueError: some new validation nobody classified\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n"
+    )
+    found = engine_errors.last_error(text)
+    assert found is not None and found[0] == "unknown" and "some new validation" in found[2]
