@@ -838,3 +838,12 @@ def test_the_fallback_quotes_the_root_cause_not_the_api_server_wrapper() -> None
     )
     found = engine_errors.last_error(text)
     assert found is not None and found[0] == "unknown" and "some new validation" in found[2]
+
+
+def test_engine_start_failure_asks_for_a_hub_token_for_a_gated_model() -> None:
+    # https://github.com/rh-ai-quickstart/ai-virtual-agent/issues/200
+    objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_gated_model_403.yaml")
+    finding = only(_run(objects), "ENGINE_START_FAILED")
+    assert finding.title == "the model hub refused the download (401/403, gated model)"
+    assert "Cannot access gated repo" in finding.summary
+    assert "HF_TOKEN from a Secret" in finding.remediation
