@@ -46,12 +46,22 @@ DESIGN_CODES = {
     "GPU_OOM": ("queue_vs_oom", "critical"),
     "VLLM_KV_CAPACITY_EXCEEDED": ("queue_vs_oom", "critical"),
     "VLLM_MEMORY_UTILIZATION_RISKY": ("queue_vs_oom", "warning"),
+    "ENGINE_START_FAILED": ("queue_vs_oom", "critical"),
+    "CONTAINER_FAILING_UNKNOWN_CAUSE": ("queue_vs_oom", "critical"),
     "TIMEOUT_MISALIGNED": ("timeouts", "warning"),
     "TIMEOUT_LB_DEFAULT": ("timeouts", "warning"),
 }
 
 # Each initial edge of docs/contracts.md#findingsjson-v1, spelled out so a change to the graph is a visible change here.
 DESIGN_EDGES = [
+    ("ENGINE_START_FAILED", "PROBE_LIVENESS_KILLS_DURING_LOAD"),
+    ("ENGINE_START_FAILED", "ENDPOINTS_NONE_READY"),
+    ("ENGINE_START_FAILED", "ISVC_NOT_READY"),
+    ("ENGINE_START_FAILED", "ROUTING_REVISION_NOT_READY"),
+    ("CONTAINER_FAILING_UNKNOWN_CAUSE", "ENDPOINTS_NONE_READY"),
+    ("CONTAINER_FAILING_UNKNOWN_CAUSE", "ISVC_NOT_READY"),
+    ("GPU_OOM", "CONTAINER_FAILING_UNKNOWN_CAUSE"),
+    ("PROBE_LIVENESS_KILLS_DURING_LOAD", "CONTAINER_FAILING_UNKNOWN_CAUSE"),
     ("GPU_OOM", "PROBE_LIVENESS_KILLS_DURING_LOAD"),
     ("PORT_MISMATCH", "PROBE_NOT_MODEL_AWARE"),
     ("RESOURCES_HOST_OOMKILLED", "PROBE_READINESS_MISSING"),

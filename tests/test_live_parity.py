@@ -40,6 +40,8 @@ NEEDS_MORE_THAN_OBJECTS = {
     "HPA_METRIC_SERIES_MISSING/vllm_series_lack_pod_label.yaml",  # metrics
     "GPU_OOM/raw_profiling_oom.yaml",  # logs
     "VLLM_KV_CAPACITY_EXCEEDED/serverless_v0_engine.yaml",  # logs
+    "ENGINE_START_FAILED/raw_batched_tokens_below_model_len.yaml",  # the engine's log
+    "ENGINE_START_FAILED/raw_tensor_parallel_above_gpus.yaml",  # the engine's log
     "VLLM_MEMORY_UTILIZATION_RISKY/serverless_shared_gpu.yaml",  # logs
     "QUEUE_SATURATION/raw_at_max_replicas.yaml",  # metrics
     "QUEUE_SATURATION/serverless_max_num_seqs_32.yaml",  # metrics

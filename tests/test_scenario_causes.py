@@ -41,6 +41,7 @@ def test_the_library_covers_the_503_504_oom_and_autoscaling_families_and_both_he
         "GPU_OOM",
         "HPA_TARGET_NOT_SERVING",
         "VLLM_KV_CAPACITY_EXCEEDED",
+        "ENGINE_START_FAILED",
         "KV_CACHE_PRESSURE",
         "HPA_TARGET_ABOVE_POD_CAPACITY",
     } <= first_causes

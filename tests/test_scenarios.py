@@ -60,12 +60,17 @@ SHIPPED = (
     "healthy-restart-after-days",
     "healthy-readiness-blip",
     "healthy-kv-cache-steady",
+    "engine-batched-tokens",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
     "healthy-restart-after-days": "https://github.com/kubernetes/kube-state-metrics/issues/2283",
     "healthy-readiness-blip": "https://github.com/llm-d/llm-d-benchmark/pull/1734",
     "healthy-kv-cache-steady": "https://stackpulsar.pages.dev/blog/vllm-production-monitoring",
+}
+# Engine start errors (issue #14, family 6 of /work/shared/incidents): the public report each one is built on.
+ENGINE_ERROR_SOURCES = {
+    "engine-batched-tokens": "https://github.com/verl-project/verl/pull/7626",
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 20.0  # 21 scenarios take about 7 s on an idle 2-core machine; room for a loaded one
@@ -346,6 +351,12 @@ def test_history_scenarios_name_their_public_report() -> None:
     for name, source in HISTORY_SOURCES.items():
         assert lines[name].endswith(f"none             intermediate {source}")
     assert lines["port-mismatch"].split() == ["port-mismatch", "503", "beginner"]
+
+
+def test_engine_error_scenarios_name_their_public_report_and_lead_with_the_engine() -> None:
+    specs = {spec.name: spec for spec in list_scenarios()}
+    assert {name: specs[name].source for name in ENGINE_ERROR_SOURCES} == ENGINE_ERROR_SOURCES
+    assert all(specs[name].expected_root_causes[0] == "ENGINE_START_FAILED" for name in ENGINE_ERROR_SOURCES)
 
 
 def test_restart_after_days_shows_only_in_the_pod_status(bundles: dict[str, dict[str, bytes]]) -> None:

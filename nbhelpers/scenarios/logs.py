@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from nbhelpers.scenarios.spec import Model, flag_value
 from nbhelpers.scenarios.state import (
+    BATCHED_TOKENS_ERROR,
     CUDA_OOM_ERROR,
     KV_CAPACITY_ERROR,
     WEIGHTS_SHARE,
@@ -118,6 +119,10 @@ def vllm_log(plan: Plan, pod: PodPlan, run: Run, states: tuple[TickState, ...]) 
     weights_seconds = (weights_done - start).total_seconds() - 18
     host = "0.0.0.0"
     listening = start + timedelta(seconds=load)
+    if run.engine_error == BATCHED_TOKENS_ERROR and run.ended is not None:
+        return "".join(
+            f"{kubelet_stamp(moment)} {text}\n" for moment, text in _batched_tokens_lines(plan, start, run.ended)
+        )
     lines = [
         _vllm(start + timedelta(seconds=2.1), "__init__.py:241", "Automatically detected platform cuda."),
         _vllm(
@@ -286,6 +291,36 @@ def _kv_capacity_lines(plan: Plan, ended: datetime) -> list[tuple[datetime, str]
         ("v1/core/kv_cache_utils.py", 694, "check_enough_kv_cache_memory", "raise ValueError("),
     )
     return _engine_core_failure(ended - timedelta(seconds=1.0), ended, frames, error)
+
+
+def _batched_tokens_lines(plan: Plan, start: datetime, ended: datetime) -> list[tuple[datetime, str]]:
+    """vLLM's refusal of a batch budget below --max-model-len with chunked prefill off: the scheduler config's
+    validation in the API server process, before the engine core starts (wording quoted in
+    https://github.com/verl-project/verl/pull/7626: "max_num_batched_tokens (8192) is smaller than max_model_len
+    (131072)")."""
+    spec = plan.spec
+    batched = flag_value(plan.args, "--max-num-batched-tokens") or "2048"
+    failed = ended - timedelta(seconds=0.4)
+    return [
+        _vllm(start + timedelta(seconds=2.1), "__init__.py:241", "Automatically detected platform cuda."),
+        _vllm(
+            start + timedelta(seconds=5.3), "api_server.py:1805", f"vLLM API server version {spec.isvc.vllm_version}"
+        ),
+        _vllm(start + timedelta(seconds=5.3), "utils.py:326", f"non-default args: {_non_default_args(plan)}"),
+        (failed, "Traceback (most recent call last):"),
+        (failed, '  File "/usr/local/bin/vllm", line 10, in <module>'),
+        (failed, "    sys.exit(main())"),
+        (failed, f'  File "{VLLM_PACKAGE}/engine/arg_utils.py", line 1290, in create_engine_config'),
+        (failed, "    scheduler_config = SchedulerConfig("),
+        (failed, "pydantic_core._pydantic_core.ValidationError: 1 validation error for SchedulerConfig"),
+        (
+            failed,
+            f"  Value error, max_num_batched_tokens ({batched}) is smaller than max_model_len ({plan.kv.max_model_len}). "
+            "This effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject "
+            "longer sequences. Please increase max_num_batched_tokens or decrease max_model_len. "
+            "[type=value_error, input_value=ArgsKwargs(()), input_type=ArgsKwargs]",
+        ),
+    ]
 
 
 def _engine_core_failure(

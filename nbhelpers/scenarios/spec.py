@@ -64,6 +64,9 @@ INGRESSES = ("istio", "nginx", "kourier")
 #   prometheus-adapter) scales on running requests with a per-pod target at or above --max-num-seqs. A pod never
 #   runs more than the flag admits, so the average never passes the target (plus the HPA's 10 % tolerance): the
 #   HPA stays at minReplicas while the demand outgrows one pod and the queue grows.
+# - batched_tokens_below_max_model_len (max_num_batched_tokens): the owner set --max-num-batched-tokens below
+#   --max-model-len with chunked prefill off; vLLM's scheduler config validation refuses it at start-up (a
+#   ValidationError, exit code 1) before any weight loads, and the container crash-loops (verl-project/verl#7626).
 FAULT_TYPES = (
     "port_mismatch",
     "routing_layer_mismatch",
@@ -80,6 +83,7 @@ FAULT_TYPES = (
     "long_contexts",
     "hpa_at_max",
     "hpa_target_above_capacity",
+    "batched_tokens_below_max_model_len",
 )
 # Faults that give the owner their own HPA on a Pods metric: one InferenceService has at most one of them.
 OWNER_HPA_FAULTS = ("custom_metrics_api_missing", "hpa_target_not_serving", "hpa_at_max", "hpa_target_above_capacity")
@@ -566,6 +570,9 @@ def _fault(fields: _Fields) -> Fault:
     elif fault_type == "custom_metrics_api_missing":
         fields.text("metric", "vllm:num_requests_waiting")
         fields.text("average_value", "10")
+    elif fault_type == "batched_tokens_below_max_model_len":
+        if fields.integer("max_num_batched_tokens") < 1:
+            raise fields.fail("max_num_batched_tokens", "must be a positive number of tokens")
     elif fault_type == "max_model_len_exceeds_kv_cache":
         if fields.integer("max_model_len") < 1:
             raise fields.fail("max_model_len", "must be a positive number of tokens")

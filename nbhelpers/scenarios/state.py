@@ -40,6 +40,10 @@ from nbhelpers.scenarios.spec import (
 # graphs, or vLLM's own check that one request of --max-model-len tokens fits the KV cache.
 CUDA_OOM_ERROR = "cuda_oom"
 KV_CAPACITY_ERROR = "kv_capacity"
+# vLLM's config validation: --max-num-batched-tokens below --max-model-len without chunked prefill; it fails within
+# seconds of the start, before any weight loads.
+BATCHED_TOKENS_ERROR = "batched_tokens"
+BATCHED_TOKENS_REFUSAL_SECONDS = 7.5
 # Kubernetes' alphabet for generated name suffixes and pod-template hashes (no vowels, no look-alikes).
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -250,6 +254,10 @@ def apply_faults(spec: ScenarioSpec) -> tuple[str, ...]:
         if fault.type == "gpu_memory_overcommitted":
             utilization = float(fault.params["gpu_memory_utilization"])
             args = (*without_flag(args, "--gpu-memory-utilization"), "--gpu-memory-utilization", f"{utilization:g}")
+        if fault.type == "batched_tokens_below_max_model_len":
+            tokens = str(int(fault.params["max_num_batched_tokens"]))
+            args = (*without_flag(args, "--max-num-batched-tokens"), "--max-num-batched-tokens", tokens)
+            args = (*without_flag(args, "--no-enable-chunked-prefill"), "--no-enable-chunked-prefill")
     return args
 
 
@@ -527,10 +535,19 @@ def _pod_plan(
         gpu_oom = start + timedelta(seconds=gpu_after) if gpu_after is not None else None
         kv_after = kv_refusal_seconds(plan_inputs.kv, load)
         kv_refused = start + timedelta(seconds=kv_after) if kv_after is not None else None
-        serving_from = min(moment for moment in (listening, oom, gpu_oom, kv_refused, captured) if moment is not None)
+        batched_refused = (
+            start + timedelta(seconds=BATCHED_TOKENS_REFUSAL_SECONDS)
+            if any(fault.type == "batched_tokens_below_max_model_len" for fault in spec.faults)
+            else None
+        )
+        serving_from = min(
+            moment for moment in (listening, oom, gpu_oom, kv_refused, batched_refused, captured) if moment is not None
+        )
         killed = _liveness_kill(start, serving_from, plan_inputs.liveness, life)
         restart: Restart | None = None
-        if oom is not None and oom < captured and (killed is None or oom < killed):
+        if batched_refused is not None and batched_refused < captured:
+            run = Run(start, batched_refused, "Error", 1, engine_error=BATCHED_TOKENS_ERROR)
+        elif oom is not None and oom < captured and (killed is None or oom < killed):
             run = Run(start, oom, "OOMKilled", 137)
         elif gpu_oom is not None and gpu_oom < captured and (killed is None or gpu_oom < killed):
             run = Run(start, gpu_oom, "Error", 1, engine_error=CUDA_OOM_ERROR)

@@ -698,3 +698,152 @@ def test_every_patch_carries_the_whole_args_list_and_a_rollback() -> None:
     _, rollback = _remediation_commands(finding)
     assert '"--gpu-memory-utilization","0.98"' in rollback
     assert math.isclose(float(args[-1]), 0.9)
+
+
+# --- ENGINE_START_FAILED / CONTAINER_FAILING_UNKNOWN_CAUSE -----------------------------------------------------
+
+# https://github.com/verl-project/verl/pull/7626: vLLM's scheduler config refuses the batch budget at start-up.
+BATCHED_TOKENS_REFUSED = _log(
+    *_v1_start("11:44:00", "{'model': 'meta-llama/Llama-3.1-8B-Instruct', 'max_model_len': 131072}"),
+    ("11:44:02", "Traceback (most recent call last):"),
+    ("11:44:02", '  File "/usr/local/bin/vllm", line 10, in <module>'),
+    (
+        "11:44:02",
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for SchedulerConfig",
+    ),
+    (
+        "11:44:02",
+        "  Value error, max_num_batched_tokens (8192) is smaller than max_model_len (131072). This effectively limits "
+        "the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. Please "
+        "increase max_num_batched_tokens or decrease max_model_len.",
+    ),
+)
+
+
+def test_engine_start_failure_quotes_the_batched_tokens_error_and_patches_the_flag() -> None:
+    objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_batched_tokens_below_model_len.yaml")
+    findings = _run(objects, None, {(RAW_POD, "kserve-container.previous"): BATCHED_TOKENS_REFUSED})
+    assert codes(serious(findings)) == {"ENGINE_START_FAILED"}
+    finding = only(findings, "ENGINE_START_FAILED")
+    assert finding.level is Severity.CRITICAL
+    assert finding.title == "--max-num-batched-tokens is below --max-model-len"
+    assert "(batched_tokens)" in finding.summary
+    assert "max_num_batched_tokens (8192) is smaller than max_model_len (131072)" in finding.summary
+    args = _args(apply_patch(objects, finding), "isvc")
+    assert args[args.index("--max-num-batched-tokens") + 1] == "131072"
+
+
+def test_engine_start_failure_reads_the_termination_message_vllm_port() -> None:
+    objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_vllm_port_service_link.yaml")
+    finding = only(_run(objects), "ENGINE_START_FAILED")
+    assert finding.title == "VLLM_PORT was set by a Kubernetes Service named vllm"
+    assert "appears to be a URI" in finding.summary
+    assert "enableServiceLinks: false" in finding.remediation
+    assert finding.patch is None
+
+
+def test_a_container_failing_for_no_known_reason_quotes_its_own_last_error() -> None:
+    objects = load_case(*RAW, "checks/CONTAINER_FAILING_UNKNOWN_CAUSE/raw_unknown_exit.yaml")
+    findings = _run(objects)
+    assert codes(serious(findings)) == {"CONTAINER_FAILING_UNKNOWN_CAUSE"}
+    finding = only(findings, "CONTAINER_FAILING_UNKNOWN_CAUSE")
+    assert "'kserve-container'" in finding.summary
+    assert "RuntimeError: Failed to infer device type" in finding.summary
+
+
+def test_a_started_engine_with_an_old_request_error_stays_quiet() -> None:
+    objects = load_case(*RAW, "checks/healthy/queue_engine_started.yaml")
+    log = _log(
+        *_v1_start("09:00:10", "{'model': 'meta-llama/Llama-3.1-8B-Instruct'}"),
+        ("09:01:00", "INFO 01-15 09:01:00 [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8080"),
+        ("10:00:00", "ERROR 01-15 10:00:00 [serving_chat.py:222] ValueError: unrecognized request field"),
+    )
+    assert serious(_run(objects, None, {(RAW_POD, "kserve-container"): log})) == []
+
+
+@pytest.mark.parametrize(
+    ("line", "cause"),
+    [
+        ("ValueError: VLLM_PORT 'tcp://10.0.0.1:8000' appears to be a URI.", "vllm_port_uri"),
+        ("vllm: error: unrecognized arguments: --enable-metrics", "unrecognized_argument"),
+        (
+            "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 "
+            "GPU has compute capability 7.5.",
+            "dtype",
+        ),
+        (
+            "ValueError: Model architectures ['FooForCausalLM'] are not supported for now. Supported architectures: ",
+            "architecture",
+        ),
+        (
+            "requests.exceptions.HTTPError: 403 Client Error: Forbidden for url: "
+            "https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/resolve/main/config.json",
+            "hub_unauthorized",
+        ),
+        (
+            "ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group.",
+            "tensor_parallel",
+        ),
+        ("RuntimeError: something else", "unknown"),
+    ],
+)
+def test_engine_errors_are_classified(line: str, cause: str) -> None:
+    from nbhelpers.facts import engine_errors
+
+    found = engine_errors.last_error(f"INFO start\nTraceback (most recent call last):\n{line}\n")
+    assert found is not None and found[0] == cause
+
+
+def test_engine_start_failure_names_the_unrecognized_argument() -> None:
+    # https://github.com/defilantech/LLMKube/issues/1030
+    objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_unrecognized_argument.yaml")
+    finding = only(_run(objects), "ENGINE_START_FAILED")
+    assert finding.title == "vLLM rejects an argument"
+    assert "unrecognized arguments: --enable-metrics" in finding.summary
+
+
+# https://github.com/vllm-project/vllm/pull/25775 (warning wording quoted in vllm#36861), older Ray error in vllm#2416.
+TP_ABOVE_GPUS = _log(
+    *_v1_start("11:00:00", "{'model': 'meta-llama/Llama-3.1-8B-Instruct', 'tensor_parallel_size': 4}"),
+    (
+        "11:00:09",
+        "(EngineCore_0 pid=214) WARNING 01-15 11:00:09 [ray_utils.py:352] Tensor parallel size (4) exceeds available "
+        "GPUs (1). This may result in Ray placement group allocation failures. Consider reducing tensor_parallel_size "
+        "to 1 or less, or ensure your Ray cluster has 4 GPUs available.",
+    ),
+    ("11:30:10", "(EngineCore_0 pid=214) ERROR 01-15 11:30:10 [core.py:718] EngineCore failed to start."),
+    (
+        "11:30:10",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    ),
+)
+
+
+def test_engine_start_failure_sets_tensor_parallel_to_the_gpu_request() -> None:
+    objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_tensor_parallel_above_gpus.yaml")
+    findings = _run(objects, None, {(RAW_POD, "kserve-container.previous"): TP_ABOVE_GPUS})
+    finding = only(findings, "ENGINE_START_FAILED")
+    assert finding.title == "--tensor-parallel-size asks for more GPUs than the pod sees"
+    assert "Tensor parallel size (4) exceeds available GPUs (1)" in finding.summary
+    args = _args(apply_patch(objects, finding), "isvc")
+    assert args[args.index("--tensor-parallel-size") + 1] == "1"
+
+
+def test_the_fallback_quotes_the_root_cause_not_the_api_server_wrapper() -> None:
+    from nbhelpers.facts import engine_errors
+
+    text = (
+        "ERROR [core.py:718] ValueError: some new validation nobody classified\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n"
+    )
+    found = engine_errors.last_error(text)
+    assert found is not None and found[0] == "unknown" and "some new validation" in found[2]
+
+
+def test_engine_start_failure_asks_for_a_hub_token_for_a_gated_model() -> None:
+    # https://github.com/rh-ai-quickstart/ai-virtual-agent/issues/200
+    objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_gated_model_403.yaml")
+    finding = only(_run(objects), "ENGINE_START_FAILED")
+    assert finding.title == "the model hub refused the download (401/403, gated model)"
+    assert "Cannot access gated repo" in finding.summary
+    assert "HF_TOKEN from a Secret" in finding.remediation

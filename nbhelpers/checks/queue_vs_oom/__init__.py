@@ -22,7 +22,9 @@ Sources, all read from the Evidence:
     (0.96, 22.49 GiB)`` (vLLM's worker start-up check; older releases omit the device name);
   - engine death: ``EngineDeadError`` ("EngineCore encountered an issue", vllm/v1/engine/exceptions.py),
     ``AsyncEngineDeadError`` and ``RuntimeError('Engine loop has died')`` (V0's multiprocessing client);
-  - the start-up memory lines, read by :func:`nbhelpers.facts.vllm_log.parse_engine_log`.
+  - the start-up memory lines, read by :func:`nbhelpers.facts.vllm_log.parse_engine_log`;
+  - the last error of a start-up that failed (and the termination message), read and classified by
+    :mod:`nbhelpers.facts.engine_errors` (its docstring cites each vLLM message).
 
 The queue criteria (pinned, sustained, felt) and the regime decision live in :mod:`nbhelpers.models.regime`.
 Flag values that fit the card come from :mod:`nbhelpers.models.vllm_memory` when the model and the GPU are
@@ -31,6 +33,7 @@ known; the engine's own numbers win over the estimate whenever the logs hold the
 
 from __future__ import annotations
 
+from nbhelpers.checks.queue_vs_oom._engine_start import engine_start
 from nbhelpers.checks.queue_vs_oom._facts import EngineFacts
 from nbhelpers.checks.queue_vs_oom._gpu_oom import gpu_oom
 from nbhelpers.checks.queue_vs_oom._kv_capacity import kv_capacity_exceeded
@@ -59,8 +62,20 @@ def run(evidence: Evidence) -> list[Finding]:
     findings: list[Finding] = []
     capacity = kv_capacity_exceeded(facts)
     oom = gpu_oom(facts)
-    for finding in (capacity, oom, utilization_risky(facts)):
+    utilization = utilization_risky(facts)
+    # The memory codes say more than the engine's last line: the start-up error is read only without them. A
+    # classified start-up error beats a computed KV verdict: the engine stopped before it sized its cache.
+    start = engine_start(facts) if oom is None and (capacity is None or _computed(capacity)) else None
+    if start is not None and start.code == "ENGINE_START_FAILED" and capacity is not None:
+        capacity = None
+    if start is not None and start.code == "CONTAINER_FAILING_UNKNOWN_CAUSE" and (capacity or utilization):
+        start = None
+    for finding in (start, capacity, oom, utilization):
         if finding is not None:
             findings.append(finding)
     findings.extend(queue_findings(facts, gpu_oom=oom is not None, cannot_fit=capacity is not None))
     return findings
+
+
+def _computed(finding: Finding) -> bool:
+    return finding.summary.startswith("Computed")

@@ -1,0 +1,113 @@
+"""``ENGINE_START_FAILED`` (the engine said why it would not start) and ``CONTAINER_FAILING_UNKNOWN_CAUSE`` (the
+serving container keeps failing and no pattern names why: its own last error is quoted instead of an effect code).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nbhelpers.checks.queue_vs_oom._facts import BATCHED_FLAG, LEN_FLAG, TP_FLAG, EngineFacts
+from nbhelpers.facts import common, engine_errors
+from nbhelpers.facts.engine_errors import EngineError
+from nbhelpers.findings.model import Finding, Fix
+from nbhelpers.sources import kube
+
+_TITLES = {
+    "batched_tokens": "--max-num-batched-tokens is below --max-model-len",
+    "tensor_parallel": "--tensor-parallel-size asks for more GPUs than the pod sees",
+    "vllm_port_uri": "VLLM_PORT was set by a Kubernetes Service named vllm",
+    "hub_unauthorized": "the model hub refused the download (401/403, gated model)",
+    "dtype": "the GPU does not support the model's dtype",
+    "architecture": "vLLM does not support the model's architecture",
+    "unrecognized_argument": "vLLM rejects an argument",
+}
+
+
+def engine_start(facts: EngineFacts) -> Finding | None:
+    failing, error = engine_errors.find(facts.pods, facts.container, facts.logs)
+    if not failing or error is None:
+        return None  # nothing to quote: ENDPOINTS_NONE_READY and the pod state speak for themselves
+    refs = tuple(dict.fromkeys([kube.ref(facts.evidence.isvc), *(kube.ref(pod) for pod in failing)]))
+    if error.cause == engine_errors.UNKNOWN:
+        return _unknown(facts, failing, error, refs)
+    what, changes = _fix(facts, error)
+    plan = facts.args_patch(changes) if changes else None
+    summary = (
+        f"The serving container {facts.container!r} exits at start-up ({len(failing)} pod(s) not ready) and vLLM "
+        f"says why ({error.cause}): {common.shorten(error.line, 300)!r}. Until this changes no replica turns "
+        "ready, so endpoints stay empty and every request fails with 503."
+    )
+    return Finding(
+        code="ENGINE_START_FAILED",
+        title=_TITLES[error.cause],
+        summary=summary,
+        objects=refs,
+        evidence=(error.describe(), *facts.restarts()),
+        fix=Fix.from_plan(what, plan, no_patch=facts.no_patch_reason() if changes else ""),
+    )
+
+
+def _unknown(
+    facts: EngineFacts, failing: Sequence[Mapping[str, Any]], error: EngineError, refs: tuple[str, ...]
+) -> Finding:
+    pod = kube.name(failing[0])
+    quote = f"its last error ({error.source}): {common.shorten(error.line, 300)!r}"
+    evidence = (error.describe(), *facts.restarts())
+    return Finding(
+        code="CONTAINER_FAILING_UNKNOWN_CAUSE",
+        title=f"container {facts.container!r} keeps failing",
+        summary=(
+            f"The serving container {facts.container!r} of {pod} is not ready and exits with an error; no known "
+            f"cause matched, and {quote}."
+        ),
+        objects=refs,
+        evidence=evidence,
+        fix=Fix(
+            what=(
+                f"Read the whole log of {facts.container!r} (kubectl logs {pod} -c {facts.container} --previous) "
+                "from the first error on and fix what it names; the lines above show how it ends."
+            )
+        ),
+    )
+
+
+def _fix(facts: EngineFacts, error: EngineError) -> tuple[str, dict[str, str]]:
+    match = error.match
+    if error.cause == "batched_tokens" and match is not None:
+        length = match.group(2).replace(",", "")
+        return (
+            f"Set {BATCHED_FLAG} to at least {LEN_FLAG} ({length}), or enable chunked prefill "
+            f"(--enable-chunked-prefill) so a long prompt is split across batches, or lower {LEN_FLAG}.",
+            {BATCHED_FLAG: length},
+        )
+    if error.cause == "tensor_parallel":
+        gpus = sum(common.accelerator_requests(facts.workload.serving).values())
+        if gpus:
+            return (
+                f"Set {TP_FLAG} equal to the GPUs the pod requests ({gpus}), or request as many GPUs "
+                f"(nvidia.com/gpu) as {TP_FLAG}.",
+                {TP_FLAG: str(gpus)},
+            )
+        return f"Request as many GPUs (nvidia.com/gpu) as {TP_FLAG}, or lower {TP_FLAG}.", {}
+    texts = {
+        "vllm_port_uri": (
+            "A Service named vllm in the namespace makes the kubelet inject VLLM_PORT=tcp://..., which vLLM reads "
+            "as its own setting: rename that Service, or set enableServiceLinks: false on the predictor pod "
+            "(spec.predictor.enableServiceLinks), or set VLLM_PORT explicitly in the container's env."
+        ),
+        "hub_unauthorized": (
+            "The model is gated or private: accept its licence on the hub and give the container a token "
+            "(HF_TOKEN from a Secret, through env valueFrom.secretKeyRef or the storage initializer's secret)."
+        ),
+        "dtype": "Set --dtype float16 (half) for a GPU without bfloat16 (compute capability below 8.0), or use a newer GPU.",
+        "architecture": (
+            "Use a vLLM release that supports this architecture (a newer image), pass --trust-remote-code when the "
+            "model ships its own code, or serve it with a runtime that supports it."
+        ),
+        "unrecognized_argument": (
+            "Remove or rename the argument the vLLM CLI rejects (check it against this image's vllm serve --help); "
+            "flags change between releases."
+        ),
+    }
+    return texts[error.cause], {}

@@ -1,0 +1,183 @@
+"""Why the serving container exits at start-up, in the engine's own words.
+
+When vLLM cannot start it says why, as the last Python exception or validation error of its log, and the kubelet
+may keep the tail of it as the container's termination message. This module finds that line in the serving
+container's current and previous logs (already redacted by ``gather()``) and in
+``containerStatuses[].state.terminated.message`` / ``lastState.terminated.message``, and classifies the known
+causes. The patterns, with where their wording comes from:
+
+- ``batched_tokens``: ``max_num_batched_tokens (8192) is smaller than max_model_len (131072)``, vLLM's scheduler
+  config validation when chunked prefill is off (quoted in https://github.com/verl-project/verl/pull/7626).
+- ``tensor_parallel``: a tensor-parallel size above the GPUs the pod sees. Since
+  https://github.com/vllm-project/vllm/pull/25775 (fixing https://github.com/vllm-project/vllm/issues/25263) the
+  Ray fallback warns ``Tensor parallel size (4) exceeds available GPUs (1). This may result in Ray placement group
+  allocation failures.`` (vllm/v1/executor/ray_utils.py, quoted in https://github.com/vllm-project/vllm/issues/36861);
+  older releases raise ``ValueError: The number of required GPUs exceeds the total number of available GPUs in the
+  placement group.`` (vllm/engine/ray_utils.py, quoted in https://github.com/vllm-project/vllm/issues/2416).
+- ``vllm_port_uri``: ``ValueError: VLLM_PORT 'tcp://169.169.193.120:6785' appears to be a URI. This may be caused
+  by a Kubernetes service discovery issue`` (vllm/envs.py, added by https://github.com/vllm-project/vllm/pull/18209;
+  reported in https://github.com/vllm-project/vllm/issues/34199).
+- ``hub_unauthorized``: ``401 Client Error`` / ``403 Client Error: Forbidden for url: https://huggingface.co/...``,
+  ``GatedRepoError`` / ``Cannot access gated repo`` (huggingface_hub; reported in
+  https://github.com/rh-ai-quickstart/ai-virtual-agent/issues/200).
+- ``dtype``: ``Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has
+  compute capability 7.5`` (vLLM's ``_check_if_gpu_supports_dtype`` in the GPU worker).
+- ``architecture``: ``Model architectures ['...'] are not supported for now. Supported architectures: ...``
+  (vLLM's model registry / ``_get_model_architecture``).
+- ``unrecognized_argument``: ``vllm: error: unrecognized arguments: --enable-metrics`` (argparse; reported in
+  https://github.com/defilantech/LLMKube/issues/1030).
+
+Anything else that ends a start-up with an exception is class ``unknown``: the line is still quoted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nbhelpers.evidence.model import ContainerLog
+from nbhelpers.facts.common import shorten, strip_log_timestamp
+
+UNKNOWN = "unknown"
+
+CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "batched_tokens",
+        re.compile(r"max_num_batched_tokens \(([\d,]+)\) is smaller than max_model_len \(([\d,]+)\)"),
+    ),
+    (
+        "tensor_parallel",
+        re.compile(
+            r"required GPUs exceeds the total number of available GPUs"
+            r"|tensor[_ ]parallel[_ ]size \(?(\d+)\)?.{0,80}(?:exceeds|greater than|larger than|more than).{0,40}GPU",
+            re.IGNORECASE,
+        ),
+    ),
+    ("vllm_port_uri", re.compile(r"VLLM_PORT '([^']*)' appears to be a URI")),
+    (
+        "hub_unauthorized",
+        re.compile(
+            r"\b40[13] Client Error|GatedRepoError|Cannot access gated repo|Invalid user token|Unauthorized for url"
+        ),
+    ),
+    ("dtype", re.compile(r"Bfloat16 is only supported on GPUs with compute capability", re.IGNORECASE)),
+    ("architecture", re.compile(r"Model architectures? \[?[^\]]*\]? (?:are|is) not supported")),
+    ("unrecognized_argument", re.compile(r"error: unrecognized arguments: (.+)$")),
+)
+# The last exception of a start-up: "ValueError: ...", "pydantic_core._pydantic_core.ValidationError: 1 validation
+# error for ...", "RuntimeError: ...", argparse's "vllm: error: ...", vLLM's "ERROR ... [core.py:700] ValueError: ...".
+_EXCEPTION = re.compile(r"\b(?:[A-Za-z_][\w.]*(?:Error|Exception)|error): \S")
+# vLLM's API server's own failure after the engine core's: it only points at the root cause above it.
+_WRAPPER = re.compile(r"Engine core initialization failed|See root cause above|EngineCore failed to start")
+_NOISE = re.compile(r"^\s*(?:Traceback|File \"|\^+$)")
+# Lines the dedicated memory codes own (GPU_OOM, VLLM_KV_CAPACITY_EXCEEDED): never classified here.
+OWNED_ELSEWHERE = re.compile(
+    r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|KV cache is needed|stored in KV cache"
+    r"|No available memory for the cache blocks|less than desired GPU memory utilization"
+)
+
+
+@dataclass(frozen=True)
+class EngineError:
+    """The engine's last error: its class, the line quoted, and where it was read."""
+
+    cause: str  # one of the CLASSES names, or "unknown"
+    line: str
+    pod: str
+    container: str
+    source: str  # "termination message" | "log" | "previous log"
+    match: re.Match[str] | None = None
+
+    def describe(self) -> str:
+        return f"{self.source} of {self.pod}/{self.container}: {shorten(self.line, 300)!r}"
+
+
+def classify(line: str) -> tuple[str, re.Match[str] | None]:
+    for name, pattern in CLASSES:
+        match = pattern.search(line)
+        if match:
+            return name, match
+    return UNKNOWN, None
+
+
+def _error_lines(text: str) -> list[str]:
+    lines = [strip_log_timestamp(line) for line in text.splitlines()]
+    return [
+        line for line in lines if line and not _NOISE.match(line) and (_EXCEPTION.search(line) or _classified(line))
+    ]
+
+
+def _classified(line: str) -> bool:
+    return classify(line)[0] != UNKNOWN
+
+
+def last_error(text: str) -> tuple[str, re.Match[str] | None, str] | None:
+    """The cause class, its match and the line of the last classified error in ``text``; else its last exception."""
+    lines = _error_lines(text)
+    for line in reversed(lines):
+        cause, match = classify(line)
+        if cause != UNKNOWN:
+            return cause, match, line
+    causes = [line for line in lines if not _WRAPPER.search(line)] or lines
+    return (UNKNOWN, None, causes[-1]) if causes else None
+
+
+def _terminated(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [
+        (status.get(key) or {}).get("terminated") or {}
+        for key in ("state", "lastState")
+        if (status.get(key) or {}).get("terminated")
+    ]
+
+
+# 137 and 143 are SIGKILL and SIGTERM from outside (the OOM killer, a liveness probe, a drain): the codes of the
+# resources and probes steps name those; the engine's own failure ends with its own exit code (1 for an exception).
+_KILLED = frozenset({137, 143})
+
+
+def failing(status: Mapping[str, Any]) -> bool:
+    """Not ready, and the container's current or last run ended by itself with a non-zero exit code."""
+    if status.get("ready"):
+        return False
+    codes = [int(term.get("exitCode") or 0) for term in _terminated(status)]
+    return bool(codes) and codes[0] != 0 and codes[0] not in _KILLED
+
+
+def termination_message(status: Mapping[str, Any]) -> str:
+    return "\n".join(str(term.get("message") or "") for term in _terminated(status) if term.get("message"))
+
+
+def find(
+    pods: Sequence[Mapping[str, Any]], container: str, logs: Iterable[ContainerLog]
+) -> tuple[list[Mapping[str, Any]], EngineError | None]:
+    """The failing predictor pods (serving container not ready and exiting) and the engine's last error among them.
+
+    Order of preference for the quote: a classified error (termination message, previous log, current log), then an
+    unclassified exception from the same places. None when no error line was read or when the memory codes
+    (``GPU_OOM``, ``VLLM_KV_CAPACITY_EXCEEDED``, ``VLLM_MEMORY_UTILIZATION_RISKY``) own the failure.
+    """
+    by_pod: dict[str, list[ContainerLog]] = {}
+    for log in logs:
+        by_pod.setdefault(log.pod, []).append(log)
+    failing_pods: list[Mapping[str, Any]] = []
+    found: list[EngineError] = []
+    for pod in pods:
+        name = str((pod.get("metadata") or {}).get("name"))
+        statuses = [s for s in (pod.get("status") or {}).get("containerStatuses") or [] if s.get("name") == container]
+        if not statuses or not failing(statuses[0]):
+            continue
+        failing_pods.append(pod)
+        sources = [("termination message", termination_message(statuses[0]))]
+        for log in sorted(by_pod.get(name, []), key=lambda log: not log.previous):
+            sources.append(("previous log" if log.previous else "log", log.text))
+        for source, text in sources:
+            if OWNED_ELSEWHERE.search(text):
+                return failing_pods, None  # a memory code names this failure
+            hit = last_error(text) if text else None
+            if hit is not None:
+                found.append(EngineError(hit[0], hit[2], name, container, source, hit[1]))
+    classified = [error for error in found if error.cause != UNKNOWN]
+    chosen = classified or found
+    return failing_pods, chosen[0] if chosen else None
