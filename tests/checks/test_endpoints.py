@@ -229,6 +229,27 @@ def test_istio_virtual_service_not_created() -> None:
     assert "IngressReady=False (ReconcileIngressFailed)" in only(findings, "ISVC_NOT_READY").title
 
 
+def test_route_missing_while_the_predictor_is_not_ready_is_an_effect() -> None:
+    # Issue #14: KServe creates the Ingress / VirtualService only after the predictor is ready
+    # (https://github.com/kserve/kserve/blob/master/pkg/controller/v1beta1/inferenceservice/reconcilers/ingress/
+    # kube_ingress_reconciler.go, createRawIngress: IngressReady=False, "Predictor ingress not created"), yet
+    # ROUTING_LAYER_MISMATCH came first. Before: ROUTING_LAYER_MISMATCH critical, ranked first; after: info.
+    objects = load_case(RAW, drop=(KSERVE_INGRESS,))
+    isvc = next(obj for obj in objects if obj["kind"] == "InferenceService")
+    isvc["status"]["conditions"] = [
+        {"type": "IngressReady", "status": "False", "reason": "Predictor ingress not created"},
+        {"type": "PredictorReady", "status": "False", "reason": "MinimumReplicasUnavailable"},
+        {"type": "Ready", "status": "False", "reason": "Predictor ingress not created"},
+    ]
+    finding = only(endpoints.run(evidence_of(objects)), "ROUTING_LAYER_MISMATCH")
+    assert finding.level is Severity.INFO
+    assert finding.title == "the Ingress will be created once the predictor is ready"
+    assert "Predictor ingress not created" in finding.summary
+    # The predictor ready and still no route: KServe's own ordering no longer explains it.
+    isvc["status"]["conditions"][1] = {"type": "PredictorReady", "status": "True"}
+    assert only(endpoints.run(evidence_of(objects)), "ROUTING_LAYER_MISMATCH").level is Severity.CRITICAL
+
+
 def test_forbidden_routing_read_is_not_a_mismatch() -> None:
     reads = [{"what": "VirtualService.networking.istio.io in llm", "status": "forbidden", "reason": "RBAC"}]
     assert serious(_run(SERVERLESS, reads=reads)) == []

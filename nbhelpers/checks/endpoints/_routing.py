@@ -21,6 +21,7 @@ from nbhelpers.checks.endpoints._routes import (
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common
 from nbhelpers.findings import patches
+from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.sources import kinds, kube
 
@@ -70,10 +71,40 @@ def _expected_routes_missing(evidence: Evidence, mode: str, routes: list[Route])
         ):
             # KServe sets IngressReady only after creating its route: while it says ready, trust it.
             short, problem = "was not created", f"no {kind.kind} {name} exists in {evidence.target.namespace}"
+            if _predictor_not_ready(evidence):
+                findings.append(_route_awaits_predictor(evidence, mode, kind, problem))
+                continue
         else:
             continue
         findings.append(_layer_finding(evidence, mode, kind, why, short, problem))
     return findings
+
+
+def _predictor_not_ready(evidence: Evidence) -> bool:
+    condition = kube.condition(evidence.isvc, "PredictorReady")
+    return condition is not None and str(condition.get("status")) != "True"
+
+
+def _route_awaits_predictor(evidence: Evidence, mode: str, kind: kinds.Kind, problem: str) -> Finding:
+    """KServe creates its route only once the predictor is ready, so a missing route is then an effect.
+
+    kserve/kserve pkg/controller/v1beta1/inferenceservice/reconcilers/ingress/kube_ingress_reconciler.go,
+    createRawIngress: ``if !isvc.Status.IsConditionReady(v1beta1.PredictorReady)`` sets IngressReady=False with
+    reason "Predictor ingress not created" and creates nothing; ingress_reconciler.go (the Istio VirtualService)
+    and httproute_reconciler.go (the Gateway API HTTPRoute) do the same.
+    """
+    lines = [f"found: {problem}"]
+    lines += [f"InferenceService condition {kube.describe_condition(c)}" for c in kube.conditions(evidence.isvc)]
+    return Finding(
+        code="ROUTING_LAYER_MISMATCH",
+        severity=Severity.INFO,
+        title=f"the {kind.kind} will be created once the predictor is ready",
+        summary=f"{problem[0].upper()}{problem[1:]}, as expected: KServe creates the {mode} service's {kind.kind} only "
+        "after PredictorReady is true (IngressReady=False, 'Predictor ingress not created'). The missing route is an "
+        "effect of whatever keeps the predictor unready, not a routing fault.",
+        objects=(kube.ref(evidence.isvc),),
+        evidence=tuple(lines),
+    )
 
 
 def _layer_finding(evidence: Evidence, mode: str, kind: kinds.Kind, why: str, short: str, problem: str) -> Finding:
