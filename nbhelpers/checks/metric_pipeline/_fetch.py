@@ -34,8 +34,8 @@ KEDA_FAILURE_EVENTS = frozenset({"KEDAScalerFailed", "KEDAMetricSourceFailed", "
 # Fewer failed syncs than this, with the condition healthy now, is the usual start-up blip (a new pod
 # or HPA before the first scrape), not a blind autoscaler.
 TRANSIENT_FAILURES = 3
-# The HPA controller's message when no targeted pod reported a metric because none is ready
-# (pkg/controller/podautoscaler/replica_calculator.go): an effect of whatever keeps the pods unready.
+# The HPA controller's message when no targeted pod reported a metric, as users quote it while no pod is
+# ready (kubernetes-sigs/metrics-server#1641): an effect of whatever keeps the pods unready.
 _PODS_UNREADY = re.compile(r"did not receive metrics for targeted pods \(pods might be unready\)", re.IGNORECASE)
 _FORBIDDEN = re.compile(r"forbidden|unauthorized|cannot (?:get|list|watch) resource", re.IGNORECASE)
 _RBAC_USER = re.compile(r'User "([^"]+)"')
