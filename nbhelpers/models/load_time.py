@@ -152,6 +152,7 @@ class LogTimeline:
     shards_done: int = 0
     shards_total: int = 0
     shards_remaining_seconds: float | None = None  # tqdm's own projection on that line
+    start_line: bool = False  # a line vLLM writes as the engine starts (version, non-default args)
 
     @property
     def serving_at(self) -> datetime | None:
@@ -190,6 +191,8 @@ def parse_log_timeline(text: str) -> LogTimeline:
         last_at, last_message = moment, message or last_message
         if _LOAD_STARTED.search(message):
             found.setdefault("load_started_at", moment)
+        if _ENGINE_START_LINE.search(message):
+            found["start_line"] = True
         weights = WEIGHTS_LOADED.search(message)
         seconds = _WEIGHTS_LOAD_SECONDS.match(message, weights.end()) if weights else None
         if weights and seconds:
@@ -240,6 +243,7 @@ class LoadAttempt:
     log: LogTimeline | None = None
     exit_code: int | None = None
     reason: str = ""
+    log_cut: bool = False  # the run's log does not reach back to the engine's start: it says nothing about the load
 
     @property
     def seconds(self) -> float | None:
@@ -361,9 +365,37 @@ def _previous_attempt(pod: str, container: str, terminated: Mapping[str, Any], l
         if serving is not None and (started is None or serving >= started):
             source = f"log: {timeline.serving_marker!r}"
             return LoadAttempt(pod, container, True, started, serving, SERVED, source, timeline, code, reason)
+        if _log_cut(timeline, started):
+            assert started is not None and timeline.first_at is not None
+            gap = (timeline.first_at - started).total_seconds()
+            source = (
+                f"its log was cut: it begins {gap:.0f} s after the run started, with no engine start line, so it "
+                "cannot show whether the server had started"
+            )
+            return LoadAttempt(pod, container, True, started, finished, UNKNOWN, source, timeline, code, reason, True)
         source = f"its log ends with {_quote(timeline.last_message)}, no {'Application startup complete.'!r}"
         return LoadAttempt(pod, container, True, started, finished, CUT, source, timeline, code, reason)
     return LoadAttempt(pod, container, True, started, finished, UNKNOWN, "no log of this run", None, code, reason)
+
+
+# Lines vLLM writes as the engine starts; a log without any, beginning well after the run started, was cut
+# (tailLines / limitBytes, or the window) and does not show the start.
+_ENGINE_START_LINE = re.compile(r"vLLM API server version|non-default args|Initializing an? (?:V1 )?LLM engine")
+_CUT_SLACK_SECONDS = 120.0
+
+
+def _log_cut(timeline: LogTimeline, started: datetime | None) -> bool:
+    if started is None or timeline.first_at is None:
+        return False
+    if (timeline.first_at - started).total_seconds() <= _CUT_SLACK_SECONDS:
+        return False
+    return not (
+        timeline.start_line
+        or timeline.load_started_at
+        or timeline.weights_loaded_at
+        or timeline.engine_ready_at
+        or timeline.api_server_at
+    )
 
 
 def _quote(message: str, limit: int = 120) -> str:

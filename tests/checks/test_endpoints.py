@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 import yaml
+from builders import CAPTURED_AT
 from check_cases import apply_patch, assert_valid_patch, codes, evidence_of, load_case, only, serious
 
 from nbhelpers.checks import endpoints
 from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.facts import common
 from nbhelpers.findings.catalog import Severity
+from nbhelpers.metrics import catalog
 
 ISVC_REF = "InferenceService.serving.kserve.io/llm/vllm-llm"
 KNATIVE_POD = "Pod/llm/vllm-llm-predictor-00001-deployment-7f9c6d-x2k4p"
@@ -229,6 +232,27 @@ def test_istio_virtual_service_not_created() -> None:
     assert "IngressReady=False (ReconcileIngressFailed)" in only(findings, "ISVC_NOT_READY").title
 
 
+def test_route_missing_while_the_predictor_is_not_ready_is_an_effect() -> None:
+    # Issue #14: KServe creates the Ingress / VirtualService only after the predictor is ready
+    # (https://github.com/kserve/kserve/blob/master/pkg/controller/v1beta1/inferenceservice/reconcilers/ingress/
+    # kube_ingress_reconciler.go, createRawIngress: IngressReady=False, "Predictor ingress not created"), yet
+    # ROUTING_LAYER_MISMATCH came first. Before: ROUTING_LAYER_MISMATCH critical, ranked first; after: info.
+    objects = load_case(RAW, drop=(KSERVE_INGRESS,))
+    isvc = next(obj for obj in objects if obj["kind"] == "InferenceService")
+    isvc["status"]["conditions"] = [
+        {"type": "IngressReady", "status": "False", "reason": "Predictor ingress not created"},
+        {"type": "PredictorReady", "status": "False", "reason": "MinimumReplicasUnavailable"},
+        {"type": "Ready", "status": "False", "reason": "Predictor ingress not created"},
+    ]
+    finding = only(endpoints.run(evidence_of(objects)), "ROUTING_LAYER_MISMATCH")
+    assert finding.level is Severity.INFO
+    assert finding.title == "the Ingress will be created once the predictor is ready"
+    assert "Predictor ingress not created" in finding.summary
+    # The predictor ready and still no route: KServe's own ordering no longer explains it.
+    isvc["status"]["conditions"][1] = {"type": "PredictorReady", "status": "True"}
+    assert only(endpoints.run(evidence_of(objects)), "ROUTING_LAYER_MISMATCH").level is Severity.CRITICAL
+
+
 def test_forbidden_routing_read_is_not_a_mismatch() -> None:
     reads = [{"what": "VirtualService.networking.istio.io in llm", "status": "forbidden", "reason": "RBAC"}]
     assert serious(_run(SERVERLESS, reads=reads)) == []
@@ -265,6 +289,32 @@ def test_route_for_another_host_and_its_patch() -> None:
     assert_valid_patch(finding, objects)
     fixed = endpoints.run(evidence_of(apply_patch(objects, finding)))
     assert "ROUTING_HOST_MISMATCH" not in codes(fixed)
+
+
+def _nginx_2xx(rate: float) -> dict[str, dict[str, Any]]:
+    step, samples, end = 15, 240, CAPTURED_AT.timestamp()
+    values = [[end - step * (samples - i), str(rate)] for i in range(samples)]
+    return {
+        "nginx_requests_by_status": {
+            "promql": catalog.render(catalog.BY_ID["nginx_requests_by_status"], 0, "llm", "vllm-llm", step),
+            "result": [{"metric": {"status": "200"}, "values": values}],
+        }
+    }
+
+
+def test_unused_url_host_is_info_when_the_predictor_serves_through_another_route() -> None:
+    # Issue #14: with disableIngressCreation and a user-managed Ingress for another host (clients call it;
+    # ingress-nginx counts thousands of 2xx to the predictor Service), ROUTING_HOST_MISMATCH for the unused
+    # status.url host was the critical top cause of three incidents. The metrics contradict "requests get
+    # 404": before, critical and ranked first; after, info naming the unused URL.
+    objects = load_case(RAW, "checks/ROUTING_HOST_MISMATCH/raw_user_ingress.yaml", drop=(KSERVE_INGRESS,))
+    finding = only(endpoints.run(evidence_of(objects, metrics=_nginx_2xx(6.0))), "ROUTING_HOST_MISMATCH")
+    assert finding.level is Severity.INFO
+    assert "vllm-llm-llm.example.com" in finding.title and "Ingress/llm/vllm-llm-external" in finding.title
+    assert "ingress-nginx counted about 21600 2xx answers" in finding.summary
+    # No 2xx in the window: nothing contradicts the mismatch, which stays critical.
+    quiet = only(endpoints.run(evidence_of(objects, metrics=_nginx_2xx(0.0))), "ROUTING_HOST_MISMATCH")
+    assert quiet.level is Severity.CRITICAL
 
 
 def test_gateway_that_does_not_accept_the_url_host() -> None:

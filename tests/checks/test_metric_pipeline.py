@@ -17,7 +17,7 @@ from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Target
 from nbhelpers.findings.catalog import Severity
-from nbhelpers.findings.model import rank_root_causes
+from nbhelpers.findings.model import Finding, rank_root_causes
 from nbhelpers.metrics import catalog
 from nbhelpers.sources.cluster_live import LiveCluster
 from nbhelpers.sources.metrics_live import LiveMetrics
@@ -221,6 +221,31 @@ def test_cpu_request_missing_is_referenced() -> None:
     }
     fetch = only(metric_pipeline.run(evidence_of(objects)), "HPA_METRIC_FETCH_FAILED")
     assert "RESOURCES_REQUESTS_MISSING" in fetch.summary
+
+
+def test_pods_might_be_unready_is_an_effect_of_the_unready_predictor() -> None:
+    # Issue #14: the HPA's FailedGetResourceMetric "did not receive metrics for targeted pods (pods might be
+    # unready)" ranked first above the VLLM_KV_CAPACITY_EXCEEDED that kept the pods down. The message is the
+    # one metrics-server#1641 (https://github.com/kubernetes-sigs/metrics-server/issues/1641, incidents #64)
+    # shows while no pod is ready. Before: HPA_METRIC_FETCH_FAILED critical, ranked first; after: a warning
+    # that names the unready pods, ranked after the cause that keeps them unready.
+    objects = load_case(RAW, CLUSTER, CPU_HPA)
+    hpa = next(obj for obj in objects if obj["kind"] == "HorizontalPodAutoscaler")
+    hpa["status"]["conditions"][1] = {
+        "type": "ScalingActive",
+        "status": "False",
+        "reason": "FailedGetResourceMetric",
+        "message": "the HPA was unable to compute the replica count: failed to get cpu utilization: did not "
+        "receive metrics for targeted pods (pods might be unready)",
+    }
+    findings = metric_pipeline.run(evidence_of(objects))
+    fetch = only(findings, "HPA_METRIC_FETCH_FAILED")
+    assert fetch.level is Severity.WARNING
+    assert "none of its targeted pods is ready" in fetch.summary
+    kv = Finding(code="VLLM_KV_CAPACITY_EXCEEDED", title="kv", summary="s")
+    assert rank_root_causes([*findings, kv], STEP_IDS)[0] == "VLLM_KV_CAPACITY_EXCEEDED"
+    unready = Finding(code="ENDPOINTS_NONE_READY", title="none ready", summary="s")
+    assert rank_root_causes([*findings, unready], STEP_IDS) == ["ENDPOINTS_NONE_READY", "HPA_METRIC_FETCH_FAILED"]
 
 
 def test_scaled_object_fallback_is_a_fetch_failure() -> None:

@@ -411,6 +411,29 @@ def test_oom_kills_are_not_probe_kills() -> None:
     assert "PROBE_LIVENESS_KILLS_DURING_LOAD" not in codes(probes.run(evidence_of(objects, logs=RAW_LOOP_LOGS)))
 
 
+def test_a_cut_previous_log_of_a_long_run_is_not_a_kill_during_load() -> None:
+    """Issue #14 (truncated logs): a previous log cut by tailLines / limitBytes, from a container that served 6.5 h,
+    was read as "the log ends before the server started". Before: PROBE_LIVENESS_KILLS_DURING_LOAD critical, first;
+    after: no load conclusion from a log that does not reach the engine's start, and the attempt says it was cut."""
+    objects = load_case(*RAW_LOOP)
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["startedAt"] = "2026-01-15T05:24:44Z"
+    tail = stamped(
+        "2026-01-15T11:53:40",
+        [
+            (0, 'INFO:     10.0.3.7:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK'),
+            (10, "INFO 01-15 11:53:50 [loggers.py:123] Engine 000: Avg prompt throughput: 812.4 tokens/s"),
+        ],
+    )
+    logs = {**RAW_LOOP_LOGS, (RAW_POD_NAME, "kserve-container.previous"): tail}
+    evidence = evidence_of(objects, logs=logs)
+    assert "PROBE_LIVENESS_KILLS_DURING_LOAD" not in codes(probes.run(evidence))
+    context = ProbeFacts(evidence, common.current_workload(evidence))
+    (load,) = context.loads
+    assert load.previous is not None and load.previous.log_cut
+    assert "its log was cut" in load.previous.describe()
+
+
 SERVERLESS_LOOP = (SERVERLESS, "checks/PROBE_LIVENESS_KILLS_DURING_LOAD/serverless_70b_restart_loop.yaml")
 SERVERLESS_LOOP_LOGS = {(KNATIVE_POD_NAME, "kserve-container.previous"): SERVERLESS_KILLED_LOG}
 

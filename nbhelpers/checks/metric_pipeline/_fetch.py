@@ -10,6 +10,7 @@ from typing import Any
 from nbhelpers.checks.metric_pipeline._pipeline import MetricPipeline, availability_problem, raw_metric_path
 from nbhelpers.facts import autoscalers
 from nbhelpers.facts.autoscalers import Autoscaler, Metric
+from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.sources import kube
 from nbhelpers.sources.kube import event_interval
@@ -33,6 +34,9 @@ KEDA_FAILURE_EVENTS = frozenset({"KEDAScalerFailed", "KEDAMetricSourceFailed", "
 # Fewer failed syncs than this, with the condition healthy now, is the usual start-up blip (a new pod
 # or HPA before the first scrape), not a blind autoscaler.
 TRANSIENT_FAILURES = 3
+# The HPA controller's message when no targeted pod reported a metric, as users quote it while no pod is
+# ready (kubernetes-sigs/metrics-server#1641): an effect of whatever keeps the pods unready.
+_PODS_UNREADY = re.compile(r"did not receive metrics for targeted pods \(pods might be unready\)", re.IGNORECASE)
 _FORBIDDEN = re.compile(r"forbidden|unauthorized|cannot (?:get|list|watch) resource", re.IGNORECASE)
 _RBAC_USER = re.compile(r'User "([^"]+)"')
 _HPA_CONTROLLER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
@@ -157,9 +161,18 @@ def _fetch_failure(pipeline: MetricPipeline, family: _Family) -> Finding:
     for api in dict.fromkeys(api for member in family.members for api in member.apis()):
         if availability_problem(pipeline.states[api]) is not None:
             parts.append(f"{api} itself is down (HPA_METRICS_API_UNAVAILABLE), which explains this.")
+    quoted_messages = [m for m in family.messages if m]
+    unready = bool(quoted_messages) and all(_PODS_UNREADY.search(m) for m in quoted_messages)
+    if unready:
+        parts.append(
+            "The HPA says this when none of its targeted pods is ready: it is an effect of whatever keeps the "
+            "predictor's pods unready (see the endpoints, probes and queue_vs_oom steps), not a broken metric "
+            "pipeline; it clears once a pod is ready."
+        )
     objects = [pipeline.isvc_ref, *(member.ref for member in family.members)]
     return Finding(
         code="HPA_METRIC_FETCH_FAILED",
+        severity=Severity.WARNING if unready else None,
         title=f"{head.ref} cannot fetch its metric ({reasons})",
         summary=" ".join(parts),
         objects=tuple(dict.fromkeys(objects)),

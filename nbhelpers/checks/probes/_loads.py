@@ -97,11 +97,19 @@ class PodLoad:
         previous = self.previous
         if previous is not None and previous.outcome == load_time.SERVED:
             return []  # the last run had loaded: a later kill is not about the load
+        gate = self.gating
+        if (
+            previous is not None
+            and previous.log_cut
+            and previous.seconds is not None
+            and gate is not None
+            and previous.seconds > gate.worst_case_seconds + gate.period
+        ):
+            return []  # outlived the probe's load budget, and its cut log cannot say more about the load
         reasons: list[str] = []
         if previous is not None and previous.ended_mid_load:
             reasons.append(f"the previous run's log ends before the server started ({previous.source})")
         run_seconds = previous.seconds if previous is not None else None
-        gate = self.gating
         if gate is not None and run_seconds is not None and run_seconds <= gate.worst_case_seconds + gate.period:
             reasons.append(
                 f"the previous run ended after {run_seconds:.0f} s, within the {gate.kind} budget "

@@ -44,6 +44,12 @@ NUMBER = r"([\d,]+(?:\.\d+)?)"
 CUDA_OOM = re.compile(r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUDA error: out of memory")
 _LOADED = WEIGHTS_LOADED
 _SERVING = re.compile(r"Application startup complete|Starting vLLM API server")
+# Lines vLLM writes when the engine starts: a log with none of them before a match does not reach back to
+# the start (cut by tailLines / limitBytes, or by the window), so it cannot say the engine was loading.
+_ENGINE_START = re.compile(
+    r"vLLM API server version|non-default args|Starting to load model|Initializing an? (?:V1 )?LLM engine"
+)
+CUT_PHASE = "in a phase the log cannot show (it was cut after the engine's start)"
 
 
 @dataclass(frozen=True)
@@ -54,7 +60,7 @@ class LogHit:
     previous: bool
     line: str
     count: int
-    phase: str  # "loading weights" | "starting up" | "serving"
+    phase: str  # "loading weights" | "starting up" | "serving" | CUT_PHASE
     match: re.Match[str]
 
     def describe(self) -> str:
@@ -69,6 +75,8 @@ def _phase(lines: Sequence[str], index: int) -> str:
         return "serving"
     if any(_LOADED.search(line) for line in before):
         return "starting up"
+    if not any(_ENGINE_START.search(line) for line in before):
+        return CUT_PHASE
     return "loading weights"
 
 

@@ -55,6 +55,7 @@ def gpu_oom(facts: EngineFacts) -> Finding | None:
     if warmup is not None:
         details.insert(0, f"warming up the {warmup.stage} with {warmup.requests} dummy requests")
     phases = sorted({hit.phase for hit in hits})
+    when = " and ".join(phase if phase.startswith("in ") else f"while {phase}" for phase in phases)
     pods = sorted({hit.pod for hit in hits})
     restarts = facts.restarts()
     cause = (
@@ -66,8 +67,8 @@ def gpu_oom(facts: EngineFacts) -> Finding | None:
         "peak or memory outside vLLM's budget (CUDA graphs, other processes) do not fit the card with these flags"
     )
     summary = (
-        f"The GPU ran out of memory ({'; '.join(dict.fromkeys(details)) or 'CUDA out of memory'}) while "
-        f"{' and '.join(phases)} in {len(pods)} pod(s). {cause}; the engine dies"
+        f"The GPU ran out of memory ({'; '.join(dict.fromkeys(details)) or 'CUDA out of memory'}) "
+        f"{when} in {len(pods)} pod(s). {cause}; the engine dies"
         + (", the container restarts" if restarts else "")
         + " and requests fail until it is back."
     )
@@ -76,7 +77,7 @@ def gpu_oom(facts: EngineFacts) -> Finding | None:
         hits = [*hits, *(hit for hit in [warmup.hit] if hit not in hits)]
     return Finding(
         code="GPU_OOM",
-        title=f"CUDA out of memory in {len(pods)} pod(s) while {' and '.join(phases)}",
+        title=f"CUDA out of memory in {len(pods)} pod(s) {when}",
         summary=summary,
         objects=tuple(
             dict.fromkeys([*facts.objects, *(f"Pod/{facts.evidence.target.namespace}/{pod}" for pod in pods)])
