@@ -94,6 +94,21 @@ def test_design_edges_present(cause: str, effect: str) -> None:
     assert effect in CAUSE_EDGES[cause]
 
 
+@pytest.mark.parametrize(
+    "effect",
+    [
+        "COLDSTART_EXCEEDS_TIMEOUT",
+        "PROBE_READINESS_MISSING",
+        "ENDPOINTS_NONE_READY",
+        "ROUTING_REVISION_NOT_READY",
+        "HPA_TARGET_NOT_SERVING",
+        "QUEUE_SATURATION",
+    ],
+)
+def test_a_failing_init_container_explains_what_a_pod_that_never_starts_shows(effect: str) -> None:
+    assert effect in CAUSE_EDGES["RESOURCES_INIT_CONTAINER_FAILED"]
+
+
 def test_paths_through_absent_codes_count() -> None:
     # GPU_OOM -> PROBE_* -> ENDPOINTS_NONE_READY -> ISVC_NOT_READY
     assert "ISVC_NOT_READY" in reachable("VLLM_MEMORY_UTILIZATION_RISKY")

@@ -31,6 +31,10 @@ HEALTHY = {
     "CPU build of vLLM without a GPU": (*RAW, "checks/healthy/resources_cpu_vllm.yaml"),
     "TP=2 with a memory-backed /dev/shm": (*RAW, "checks/healthy/resources_tp2_shm.yaml"),
     "queue-proxy without cpu request, no CPU HPA": (*SERVERLESS, "checks/healthy/resources_queue_proxy_no_cpu.yaml"),
+    "storage-initializer OOM-killed once, then completed": (
+        *RAW,
+        "checks/healthy/resources_storage_initializer_completed.yaml",
+    ),
 }
 
 
@@ -223,6 +227,50 @@ def test_pod_that_no_node_can_ever_hold_names_the_largest_node() -> None:
     finding = only(_run(objects), "RESOURCES_GPU_UNSCHEDULABLE")
     assert "asks for nvidia.com/gpu 8" in finding.summary
     assert "gpu-node-a 4, gpu-node-b 4" in " ".join(finding.evidence)
+
+
+# --- RESOURCES_INIT_CONTAINER_FAILED -----------------------------------------------------------------
+
+
+def test_storage_initializer_oom_killed_at_its_small_limit() -> None:
+    """kserve/kserve#5326: the init container is the one OOM-killed, not vLLM."""
+    objects = _case(RAW, "RESOURCES_INIT_CONTAINER_FAILED/raw_storage_initializer_oomkilled.yaml")
+    findings = _run(objects)
+    finding = only(findings, "RESOURCES_INIT_CONTAINER_FAILED")
+    assert "RESOURCES_HOST_OOMKILLED" not in {f.code for f in findings}
+    assert finding.level is Severity.CRITICAL
+    assert finding.objects == (ISVC_REF, RAW_POD)
+    assert finding.title == "init container storage-initializer failing (OOMKilled)"
+    assert "5 restarts" in finding.summary and "OOM-killed at its memory limit" in finding.summary
+    assert (
+        f"Pod {RAW_POD.rsplit('/', 1)[1]} init container storage-initializer: CrashLoopBackOff; last terminated "
+        "OOMKilled, exit code 137, 5 restarts" in finding.evidence
+    )
+    assert "storage-initializer: requests cpu=100m, memory=100Mi; limits cpu=1, memory=1Gi" in finding.evidence
+    assert "storageUri: hf://meta-llama/Llama-3.1-8B-Instruct" in finding.evidence
+    assert "storageInitializer" in finding.remediation
+
+
+def test_gated_model_refused_to_the_storage_initializer() -> None:
+    """rh-ai-quickstart/ai-virtual-agent#200, the download done by the storage-initializer: 403 on a gated repo."""
+    objects = _case(RAW, "RESOURCES_INIT_CONTAINER_FAILED/raw_gated_model_403.yaml")
+    finding = only(_run(objects), "RESOURCES_INIT_CONTAINER_FAILED")
+    assert finding.title == "init container storage-initializer failing (auth)"
+    assert "is restricted and you are not in the authorized list" in finding.summary
+    assert "termination message:" in " ".join(finding.evidence)
+    assert "HF_TOKEN" in finding.remediation
+
+
+def test_a_failing_init_container_is_not_a_pod_still_starting() -> None:
+    from nbhelpers.facts import pod_phases
+
+    objects = _case(RAW, "RESOURCES_INIT_CONTAINER_FAILED/raw_storage_initializer_oomkilled.yaml")
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    stuck = pod_phases._stuck(pod["status"], None, None, {}, 0, "PodInitializing")
+    assert stuck == "not scheduled: see the resources step"
+    scheduled = pod_phases.parse_k8s_time("2026-01-15T11:30:01Z")
+    stuck = pod_phases._stuck(pod["status"], scheduled, None, {}, 0, "PodInitializing")
+    assert stuck == "init container failing: storage-initializer CrashLoopBackOff, see the resources step"
 
 
 # --- RESOURCES_HOST_OOMKILLED ----------------------------------------------------------------------
