@@ -105,8 +105,9 @@ def test_design_edges_present(cause: str, effect: str) -> None:
         "QUEUE_SATURATION",
     ],
 )
-def test_a_failing_init_container_explains_what_a_pod_that_never_starts_shows(effect: str) -> None:
-    assert effect in CAUSE_EDGES["RESOURCES_INIT_CONTAINER_FAILED"]
+@pytest.mark.parametrize("cause", ["RESOURCES_INIT_CONTAINER_FAILED", "RESOURCES_IMAGE_PULL_FAILED"])
+def test_a_container_that_never_runs_explains_what_a_pod_that_never_starts_shows(cause: str, effect: str) -> None:
+    assert effect in CAUSE_EDGES[cause]
 
 
 def test_paths_through_absent_codes_count() -> None:

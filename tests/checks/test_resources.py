@@ -31,6 +31,7 @@ HEALTHY = {
     "CPU build of vLLM without a GPU": (*RAW, "checks/healthy/resources_cpu_vllm.yaml"),
     "TP=2 with a memory-backed /dev/shm": (*RAW, "checks/healthy/resources_tp2_shm.yaml"),
     "queue-proxy without cpu request, no CPU HPA": (*SERVERLESS, "checks/healthy/resources_queue_proxy_no_cpu.yaml"),
+    "one failed pull, then pulled": (*RAW, "checks/healthy/resources_image_pulled_after_retry.yaml"),
     "storage-initializer OOM-killed once, then completed": (
         *RAW,
         "checks/healthy/resources_storage_initializer_completed.yaml",
@@ -271,6 +272,34 @@ def test_a_failing_init_container_is_not_a_pod_still_starting() -> None:
     scheduled = pod_phases.parse_k8s_time("2026-01-15T11:30:01Z")
     stuck = pod_phases._stuck(pod["status"], scheduled, None, {}, 0, "PodInitializing")
     assert stuck == "init container failing: storage-initializer CrashLoopBackOff, see the resources step"
+
+
+# --- RESOURCES_IMAGE_PULL_FAILED -------------------------------------------------------------------
+
+
+def test_knative_cannot_resolve_the_image_digest() -> None:
+    """kserve/kserve#993: Knative's controller cannot reach the private registry; no pod is ever created."""
+    objects = load_case(
+        *SERVERLESS,
+        "checks/RESOURCES_IMAGE_PULL_FAILED/serverless_digest_resolution.yaml",
+        drop=[KNATIVE_POD],
+    )
+    finding = only(_run(objects), "RESOURCES_IMAGE_PULL_FAILED")
+    assert finding.level is Severity.CRITICAL
+    assert finding.title == "image cannot be resolved (registry unreachable)"
+    assert finding.objects == (ISVC_REF, "Revision.serving.knative.dev/llm/vllm-llm-predictor-00001")
+    assert "failed to resolve image to digest" in finding.summary
+    assert "registries-skipping-tag-resolving" in finding.remediation
+
+
+def test_image_pull_denied_on_a_raw_deployment() -> None:
+    """kserve/kserve#6215: the registry denies the repository; the pod sits in ImagePullBackOff."""
+    objects = _case(RAW, "RESOURCES_IMAGE_PULL_FAILED/raw_image_pull_denied.yaml")
+    finding = only(_run(objects), "RESOURCES_IMAGE_PULL_FAILED")
+    assert finding.title == "image cannot be pulled (access denied)"
+    assert finding.objects == (ISVC_REF, RAW_POD)
+    assert "403 Forbidden" in finding.summary
+    assert any("waiting ImagePullBackOff" in line for line in finding.evidence)
 
 
 # --- RESOURCES_HOST_OOMKILLED ----------------------------------------------------------------------

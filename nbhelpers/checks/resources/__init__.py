@@ -21,6 +21,7 @@ from __future__ import annotations
 from nbhelpers.checks.resources._facts import ResourceFacts
 from nbhelpers.checks.resources._gpu import gpu_not_visible
 from nbhelpers.checks.resources._host_oom import host_oom_killed
+from nbhelpers.checks.resources._images import image_pull_failed
 from nbhelpers.checks.resources._init_containers import init_container_failed
 from nbhelpers.checks.resources._requests import requests_missing
 from nbhelpers.checks.resources._shm import shm_missing
@@ -43,7 +44,13 @@ def run(evidence: Evidence) -> list[Finding]:
     findings: list[Finding] = []
     findings.extend(requests_missing(facts))
     findings.extend(unschedulable(facts))
-    for finding in (init_container_failed(facts), host_oom_killed(facts), gpu_not_visible(facts), shm_missing(facts)):
+    for finding in (
+        image_pull_failed(facts),
+        init_container_failed(facts),
+        host_oom_killed(facts),
+        gpu_not_visible(facts),
+        shm_missing(facts),
+    ):
         if finding is not None:
             findings.append(finding)
     return findings
