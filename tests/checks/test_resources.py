@@ -31,6 +31,7 @@ HEALTHY = {
     "CPU build of vLLM without a GPU": (*RAW, "checks/healthy/resources_cpu_vllm.yaml"),
     "TP=2 with a memory-backed /dev/shm": (*RAW, "checks/healthy/resources_tp2_shm.yaml"),
     "queue-proxy without cpu request, no CPU HPA": (*SERVERLESS, "checks/healthy/resources_queue_proxy_no_cpu.yaml"),
+    "pods created under a GPU quota with room": (*RAW, "checks/healthy/resources_pods_created_under_quota.yaml"),
     "one failed pull, then pulled": (*RAW, "checks/healthy/resources_image_pulled_after_retry.yaml"),
     "storage-initializer OOM-killed once, then completed": (
         *RAW,
@@ -272,6 +273,66 @@ def test_a_failing_init_container_is_not_a_pod_still_starting() -> None:
     scheduled = pod_phases.parse_k8s_time("2026-01-15T11:30:01Z")
     stuck = pod_phases._stuck(pod["status"], scheduled, None, {}, 0, "PodInitializing")
     assert stuck == "init container failing: storage-initializer CrashLoopBackOff, see the resources step"
+
+
+# --- RESOURCES_POD_CREATION_REJECTED ---------------------------------------------------------------
+
+
+def test_gpu_quota_rejects_the_pods_with_the_numbers() -> None:
+    """kserve/kserve#867: a namespace ResourceQuota; only FailedCreate shows it and no pod exists."""
+    objects = load_case(*RAW, "checks/RESOURCES_POD_CREATION_REJECTED/raw_gpu_quota_exceeded.yaml", drop=[RAW_POD])
+    finding = only(_run(objects), "RESOURCES_POD_CREATION_REJECTED")
+    assert finding.level is Severity.CRITICAL
+    assert finding.title == "pods rejected at creation (quota)"
+    assert (
+        "ResourceQuota gpu-quota: requested requests.nvidia.com/gpu=1, used requests.nvidia.com/gpu=4, "
+        "limited requests.nvidia.com/gpu=4" in finding.summary
+    )
+    assert finding.objects == (
+        ISVC_REF,
+        "Deployment/llm/vllm-llm-predictor",
+        "ReplicaSet/llm/vllm-llm-predictor-6d5f8b7c9",
+    )
+    assert any(line.startswith("event FailedCreate on ReplicaSet") and "×14" in line for line in finding.evidence)
+
+
+@pytest.mark.parametrize(
+    ("message", "kind", "named"),
+    [
+        (
+            'Error creating: pods "x" is forbidden: failed quota: resource-quota: must specify '
+            "limits.cpu,limits.memory,requests.cpu,requests.memory",
+            "quota requests",
+            "ResourceQuota resource-quota: must specify limits.cpu,limits.memory,requests.cpu,requests.memory",
+        ),
+        (
+            'Error creating: admission webhook "validate.kyverno.svc" denied the request: images must be signed',
+            "webhook",
+            "admission webhook validate.kyverno.svc: images must be signed",
+        ),
+        (
+            'Error creating: pods "x" is forbidden: violates PodSecurity "restricted:latest": '
+            "allowPrivilegeEscalation != false",
+            "pod security",
+            'PodSecurity "restricted:latest": allowPrivilegeEscalation != false',
+        ),
+        (
+            'Error creating: pods "x" is forbidden: maximum memory usage per Container is 16Gi, but limit is 32Gi',
+            "limit range",
+            "LimitRange: maximum memory usage per Container is 16Gi, but limit is 32Gi",
+        ),
+    ],
+)
+def test_each_admission_rule_is_named(message: str, kind: str, named: str) -> None:
+    objects = load_case(*RAW, "checks/RESOURCES_POD_CREATION_REJECTED/raw_gpu_quota_exceeded.yaml", drop=[RAW_POD])
+    for obj in objects:
+        if obj["kind"] == "Event":
+            obj["message"] = message
+        if obj["kind"] == "Deployment":
+            obj["status"]["conditions"] = obj["status"]["conditions"][:1]
+    finding = only(_run(objects), "RESOURCES_POD_CREATION_REJECTED")
+    assert finding.title == f"pods rejected at creation ({kind})"
+    assert named in finding.summary
 
 
 # --- RESOURCES_IMAGE_PULL_FAILED -------------------------------------------------------------------

@@ -18,6 +18,7 @@ Facts it rests on (docs/upstream-facts.md):
 
 from __future__ import annotations
 
+from nbhelpers.checks.resources._admission import pod_creation_rejected
 from nbhelpers.checks.resources._facts import ResourceFacts
 from nbhelpers.checks.resources._gpu import gpu_not_visible
 from nbhelpers.checks.resources._host_oom import host_oom_killed
@@ -45,6 +46,7 @@ def run(evidence: Evidence) -> list[Finding]:
     findings.extend(requests_missing(facts))
     findings.extend(unschedulable(facts))
     for finding in (
+        pod_creation_rejected(facts),
         image_pull_failed(facts),
         init_container_failed(facts),
         host_oom_killed(facts),
