@@ -106,7 +106,13 @@ def test_design_edges_present(cause: str, effect: str) -> None:
     ],
 )
 @pytest.mark.parametrize(
-    "cause", ["RESOURCES_INIT_CONTAINER_FAILED", "RESOURCES_IMAGE_PULL_FAILED", "RESOURCES_POD_CREATION_REJECTED"]
+    "cause",
+    [
+        "RESOURCES_INIT_CONTAINER_FAILED",
+        "RESOURCES_IMAGE_PULL_FAILED",
+        "RESOURCES_POD_CREATION_REJECTED",
+        "RESOURCES_CONTAINER_CONFIG_ERROR",
+    ],
 )
 def test_a_container_that_never_runs_explains_what_a_pod_that_never_starts_shows(cause: str, effect: str) -> None:
     assert effect in CAUSE_EDGES[cause]

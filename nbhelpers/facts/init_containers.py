@@ -24,7 +24,8 @@ STORAGE_INITIALIZER = "storage-initializer"
 
 # Waiting reasons of an init container that only say it has not run yet or is being created.
 _NOT_FAILING_WAITING = frozenset({"", "PodInitializing", "ContainerCreating"})
-# Waiting reasons that are image or configuration problems rather than a failing run (other codes own them).
+# Waiting reasons that are image problems rather than a failing run (another code owns them, and
+# CreateContainerConfigError too).
 IMAGE_WAITING = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
 
 AUTH = "auth"
@@ -95,7 +96,7 @@ def _is_failing(status: Mapping[str, Any]) -> bool:
     if current is not None:
         return int(current.get("exitCode") or 0) != 0
     waiting = str((state.get("waiting") or {}).get("reason") or "")
-    if waiting in IMAGE_WAITING:
+    if waiting in IMAGE_WAITING or waiting == "CreateContainerConfigError":
         return False
     if waiting not in _NOT_FAILING_WAITING:
         return True

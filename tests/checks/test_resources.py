@@ -335,6 +335,23 @@ def test_each_admission_rule_is_named(message: str, kind: str, named: str) -> No
     assert named in finding.summary
 
 
+# --- RESOURCES_CONTAINER_CONFIG_ERROR --------------------------------------------------------------
+
+
+def test_storage_initializer_secret_missing() -> None:
+    """ibm-cloud-labs/iks-handson#7's Init:CreateContainerConfigError, on the storage-initializer's HF_TOKEN Secret."""
+    objects = _case(RAW, "RESOURCES_CONTAINER_CONFIG_ERROR/raw_storage_initializer_secret_missing.yaml")
+    findings = _run(objects)
+    finding = only(findings, "RESOURCES_CONTAINER_CONFIG_ERROR")
+    assert "RESOURCES_INIT_CONTAINER_FAILED" not in {f.code for f in findings}
+    assert finding.title == "container cannot be created: missing secret storage-config"
+    assert finding.objects == (ISVC_REF, RAW_POD)
+    assert (
+        "Pod vllm-llm-predictor-6d5f8b7c9-q8w2e init container storage-initializer: waiting "
+        "CreateContainerConfigError: 'secret \"storage-config\" not found'" in finding.evidence
+    )
+
+
 # --- RESOURCES_IMAGE_PULL_FAILED -------------------------------------------------------------------
 
 

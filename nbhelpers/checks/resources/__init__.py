@@ -19,6 +19,7 @@ Facts it rests on (docs/upstream-facts.md):
 from __future__ import annotations
 
 from nbhelpers.checks.resources._admission import pod_creation_rejected
+from nbhelpers.checks.resources._config_error import container_config_error
 from nbhelpers.checks.resources._facts import ResourceFacts
 from nbhelpers.checks.resources._gpu import gpu_not_visible
 from nbhelpers.checks.resources._host_oom import host_oom_killed
@@ -48,6 +49,7 @@ def run(evidence: Evidence) -> list[Finding]:
     for finding in (
         pod_creation_rejected(facts),
         image_pull_failed(facts),
+        container_config_error(facts),
         init_container_failed(facts),
         host_oom_killed(facts),
         gpu_not_visible(facts),
