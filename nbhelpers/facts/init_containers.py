@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbhelpers.evidence.model import Evidence
+from nbhelpers.facts.common import strip_log_timestamp
 from nbhelpers.sources import kube
 
 STORAGE_INITIALIZER = "storage-initializer"
@@ -106,7 +107,7 @@ def _is_failing(status: Mapping[str, Any]) -> bool:
 
 def _classify(reason: str, texts: Iterable[str]) -> tuple[str, str]:
     """(cause class, the line that shows it) from the termination reason and the lines of message and log."""
-    lines = [line.strip() for text in texts for line in text.splitlines() if line.strip()]
+    lines = [strip_log_timestamp(line.strip()) for text in texts for line in text.splitlines() if line.strip()]
     if reason == "OOMKilled":
         return OOM, ""
     for cause, pattern in _CLASSES:
@@ -117,7 +118,7 @@ def _classify(reason: str, texts: Iterable[str]) -> tuple[str, str]:
 
 
 def _last_error_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [strip_log_timestamp(line.strip()) for line in text.splitlines() if line.strip()]
     errors = [line for line in lines if re.search(r"error|exception|fail", line, re.IGNORECASE)]
     return (errors or lines or [""])[-1]
 

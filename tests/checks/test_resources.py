@@ -263,6 +263,23 @@ def test_gated_model_refused_to_the_storage_initializer() -> None:
     assert "HF_TOKEN" in finding.remediation
 
 
+def test_the_init_containers_log_is_read_and_quoted() -> None:
+    """kserve/kserve#4400: the storage-initializer gets no HF_TOKEN; its log names the gated repository."""
+    objects = _case(RAW, "RESOURCES_INIT_CONTAINER_FAILED/raw_storage_initializer_oomkilled.yaml")
+    for pod in (obj for obj in objects if obj["kind"] == "Pod"):
+        pod["status"]["initContainerStatuses"][0]["lastState"]["terminated"].update(reason="Error", exitCode=1)
+    line = (
+        "Access to model meta-llama/Meta-Llama-3-8B-Instruct is restricted. You must have access to it and be "
+        "authenticated to access it. Please log in."
+    )
+    log = f"2026-01-15T11:54:51.000Z Downloading hf://meta-llama/Meta-Llama-3-8B-Instruct\n2026-01-15T11:54:52.000Z {line}\n"
+    logs = {("vllm-llm-predictor-6d5f8b7c9-q8w2e", "storage-initializer.previous"): log}
+    finding = only(_run(objects, logs=logs), "RESOURCES_INIT_CONTAINER_FAILED")
+    assert finding.title == "init container storage-initializer failing (auth)"
+    assert line in finding.summary
+    assert any(entry.endswith(f"log: {line!r}") for entry in finding.evidence)
+
+
 def test_a_failing_init_container_is_not_a_pod_still_starting() -> None:
     from nbhelpers.facts import pod_phases
 
