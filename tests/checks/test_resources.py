@@ -313,6 +313,22 @@ def test_gpu_quota_rejects_the_pods_with_the_numbers() -> None:
     assert any(line.startswith("event FailedCreate on ReplicaSet") and "×14" in line for line in finding.evidence)
 
 
+def test_knative_revision_deploying_while_the_quota_wants_queue_proxy_requests() -> None:
+    """knative/serving#13708: the Revision only says Deploying; the ReplicaSet's FailedCreate holds the quota rule."""
+    objects = load_case(
+        *SERVERLESS,
+        "checks/RESOURCES_POD_CREATION_REJECTED/serverless_quota_requires_queue_proxy_requests.yaml",
+        drop=[KNATIVE_POD],
+    )
+    finding = only(_run(objects), "RESOURCES_POD_CREATION_REJECTED")
+    assert finding.title == "pods rejected at creation (quota requests)"
+    assert (
+        "ResourceQuota resource-quota: must specify limits.cpu,limits.memory,requests.cpu,requests.memory"
+        in finding.summary
+    )
+    assert "queue-proxy" in finding.remediation
+
+
 @pytest.mark.parametrize(
     ("message", "kind", "named"),
     [
