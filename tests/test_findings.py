@@ -106,6 +106,35 @@ def test_design_edges_present(cause: str, effect: str) -> None:
     assert effect in CAUSE_EDGES[cause]
 
 
+@pytest.mark.parametrize(
+    "effect",
+    [
+        "COLDSTART_EXCEEDS_TIMEOUT",
+        "PROBE_READINESS_MISSING",
+        "ENDPOINTS_NONE_READY",
+        "ROUTING_REVISION_NOT_READY",
+        "HPA_TARGET_NOT_SERVING",
+        "QUEUE_SATURATION",
+    ],
+)
+@pytest.mark.parametrize(
+    "cause",
+    [
+        "RESOURCES_INIT_CONTAINER_FAILED",
+        "RESOURCES_IMAGE_PULL_FAILED",
+        "RESOURCES_POD_CREATION_REJECTED",
+        "RESOURCES_CONTAINER_CONFIG_ERROR",
+    ],
+)
+def test_a_container_that_never_runs_explains_what_a_pod_that_never_starts_shows(cause: str, effect: str) -> None:
+    assert effect in CAUSE_EDGES[cause]
+
+
+@pytest.mark.parametrize("effect", ["HPA_BEHAVIOR_SLOW", "HPA_AT_MAX", "HPA_TARGET_NOT_SERVING", "COLDSTART_CHURN"])
+def test_rejected_pods_explain_what_the_autoscaler_seems_to_do(effect: str) -> None:
+    assert effect in CAUSE_EDGES["RESOURCES_POD_CREATION_REJECTED"]
+
+
 def test_paths_through_absent_codes_count() -> None:
     # GPU_OOM -> PROBE_* -> ENDPOINTS_NONE_READY -> ISVC_NOT_READY
     assert "ISVC_NOT_READY" in reachable("VLLM_MEMORY_UTILIZATION_RISKY")

@@ -12,7 +12,7 @@ from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from types import MappingProxyType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from nbhelpers.errors import ReadFailed, RunbookError
 from nbhelpers.evidence.model import ContainerLog, Evidence, ReadRecord, SiteConfig, Target
@@ -352,10 +352,22 @@ def filter_log_to_window(text: str, window: Window) -> str:
     return "\n".join(kept) + ("\n" if kept else "")
 
 
+def _log_statuses(pod: KubeObject) -> list[Mapping[str, Any]]:
+    """The containers whose logs are read: every container, and the init containers that failed (their log holds
+    the error: a refused download, a wrong storageUri, no space). One that completed or has not run is skipped."""
+    status = pod.get("status") or {}
+    failed_init = []
+    for init in status.get("initContainerStatuses") or []:
+        terminated = [(init.get(key) or {}).get("terminated") or {} for key in ("state", "lastState")]
+        if any(t and int(t.get("exitCode") or 0) != 0 for t in terminated):
+            failed_init.append(init)
+    return [*failed_init, *(status.get("containerStatuses") or [])]
+
+
 def _read_logs(reader: _Reader, pods: list[KubeObject], window: Window, site: SiteConfig) -> list[ContainerLog]:
     logs = []
     for pod in choose_log_pods(pods):
-        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        for status in _log_statuses(pod):
             container = str(status.get("name"))
             wanted = [False] + ([True] if int(status.get("restartCount") or 0) > 0 else [])
             for previous in wanted:

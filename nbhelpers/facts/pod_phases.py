@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from nbhelpers.facts import init_containers
 from nbhelpers.models.load_time import nearest_rank
 from nbhelpers.sources import kube
 from nbhelpers.util.times import duration_seconds, format_time, parse_k8s_time
@@ -510,6 +511,13 @@ def _stuck(
         return f"pod {status.get('phase')}"
     if scheduled_at is None:
         return "not scheduled: see the resources step"
+    failing_init = init_containers.failing_init_container(status)
+    if failing_init:
+        return f"init container failing: {failing_init}, see the resources step"
+    for init in status.get("initContainerStatuses") or []:
+        init_waiting = str(((init.get("state") or {}).get("waiting") or {}).get("reason") or "")
+        if init_waiting in STUCK_WAITING:
+            return f"init container {init.get('name')} waiting: {init_waiting}"
     if waiting in STUCK_WAITING:
         return f"serving container waiting: {waiting}"
     if restarts:

@@ -31,6 +31,12 @@ HEALTHY = {
     "CPU build of vLLM without a GPU": (*RAW, "checks/healthy/resources_cpu_vllm.yaml"),
     "TP=2 with a memory-backed /dev/shm": (*RAW, "checks/healthy/resources_tp2_shm.yaml"),
     "queue-proxy without cpu request, no CPU HPA": (*SERVERLESS, "checks/healthy/resources_queue_proxy_no_cpu.yaml"),
+    "pods created under a GPU quota with room": (*RAW, "checks/healthy/resources_pods_created_under_quota.yaml"),
+    "one failed pull, then pulled": (*RAW, "checks/healthy/resources_image_pulled_after_retry.yaml"),
+    "storage-initializer OOM-killed once, then completed": (
+        *RAW,
+        "checks/healthy/resources_storage_initializer_completed.yaml",
+    ),
 }
 
 
@@ -223,6 +229,188 @@ def test_pod_that_no_node_can_ever_hold_names_the_largest_node() -> None:
     finding = only(_run(objects), "RESOURCES_GPU_UNSCHEDULABLE")
     assert "asks for nvidia.com/gpu 8" in finding.summary
     assert "gpu-node-a 4, gpu-node-b 4" in " ".join(finding.evidence)
+
+
+# --- RESOURCES_INIT_CONTAINER_FAILED -----------------------------------------------------------------
+
+
+def test_storage_initializer_oom_killed_at_its_small_limit() -> None:
+    """kserve/kserve#5326: the init container is the one OOM-killed, not vLLM."""
+    objects = _case(RAW, "RESOURCES_INIT_CONTAINER_FAILED/raw_storage_initializer_oomkilled.yaml")
+    findings = _run(objects)
+    finding = only(findings, "RESOURCES_INIT_CONTAINER_FAILED")
+    assert "RESOURCES_HOST_OOMKILLED" not in {f.code for f in findings}
+    assert finding.level is Severity.CRITICAL
+    assert finding.objects == (ISVC_REF, RAW_POD)
+    assert finding.title == "init container storage-initializer failing (OOMKilled)"
+    assert "5 restarts" in finding.summary and "OOM-killed at its memory limit" in finding.summary
+    assert (
+        f"Pod {RAW_POD.rsplit('/', 1)[1]} init container storage-initializer: CrashLoopBackOff; last terminated "
+        "OOMKilled, exit code 137, 5 restarts" in finding.evidence
+    )
+    assert "storage-initializer: requests cpu=100m, memory=100Mi; limits cpu=1, memory=1Gi" in finding.evidence
+    assert "storageUri: hf://meta-llama/Llama-3.1-8B-Instruct" in finding.evidence
+    assert "storageInitializer" in finding.remediation
+
+
+def test_gated_model_refused_to_the_storage_initializer() -> None:
+    """rh-ai-quickstart/ai-virtual-agent#200, the download done by the storage-initializer: 403 on a gated repo."""
+    objects = _case(RAW, "RESOURCES_INIT_CONTAINER_FAILED/raw_gated_model_403.yaml")
+    finding = only(_run(objects), "RESOURCES_INIT_CONTAINER_FAILED")
+    assert finding.title == "init container storage-initializer failing (auth)"
+    assert "is restricted and you are not in the authorized list" in finding.summary
+    assert "termination message:" in " ".join(finding.evidence)
+    assert "HF_TOKEN" in finding.remediation
+
+
+def test_the_init_containers_log_is_read_and_quoted() -> None:
+    """kserve/kserve#4400: the storage-initializer gets no HF_TOKEN; its log names the gated repository."""
+    objects = _case(RAW, "RESOURCES_INIT_CONTAINER_FAILED/raw_storage_initializer_oomkilled.yaml")
+    for pod in (obj for obj in objects if obj["kind"] == "Pod"):
+        pod["status"]["initContainerStatuses"][0]["lastState"]["terminated"].update(reason="Error", exitCode=1)
+    line = (
+        "Access to model meta-llama/Meta-Llama-3-8B-Instruct is restricted. You must have access to it and be "
+        "authenticated to access it. Please log in."
+    )
+    log = f"2026-01-15T11:54:51.000Z Downloading hf://meta-llama/Meta-Llama-3-8B-Instruct\n2026-01-15T11:54:52.000Z {line}\n"
+    logs = {("vllm-llm-predictor-6d5f8b7c9-q8w2e", "storage-initializer.previous"): log}
+    finding = only(_run(objects, logs=logs), "RESOURCES_INIT_CONTAINER_FAILED")
+    assert finding.title == "init container storage-initializer failing (auth)"
+    assert line in finding.summary
+    assert any(entry.endswith(f"log: {line!r}") for entry in finding.evidence)
+
+
+def test_a_failing_init_container_is_not_a_pod_still_starting() -> None:
+    from nbhelpers.facts import pod_phases
+
+    objects = _case(RAW, "RESOURCES_INIT_CONTAINER_FAILED/raw_storage_initializer_oomkilled.yaml")
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    stuck = pod_phases._stuck(pod["status"], None, None, {}, 0, "PodInitializing")
+    assert stuck == "not scheduled: see the resources step"
+    scheduled = pod_phases.parse_k8s_time("2026-01-15T11:30:01Z")
+    stuck = pod_phases._stuck(pod["status"], scheduled, None, {}, 0, "PodInitializing")
+    assert stuck == "init container failing: storage-initializer CrashLoopBackOff, see the resources step"
+
+
+# --- RESOURCES_POD_CREATION_REJECTED ---------------------------------------------------------------
+
+
+def test_gpu_quota_rejects_the_pods_with_the_numbers() -> None:
+    """kserve/kserve#867: a namespace ResourceQuota; only FailedCreate shows it and no pod exists."""
+    objects = load_case(*RAW, "checks/RESOURCES_POD_CREATION_REJECTED/raw_gpu_quota_exceeded.yaml", drop=[RAW_POD])
+    finding = only(_run(objects), "RESOURCES_POD_CREATION_REJECTED")
+    assert finding.level is Severity.CRITICAL
+    assert finding.title == "pods rejected at creation (quota)"
+    assert (
+        "ResourceQuota gpu-quota: requested requests.nvidia.com/gpu=1, used requests.nvidia.com/gpu=4, "
+        "limited requests.nvidia.com/gpu=4" in finding.summary
+    )
+    assert finding.objects == (
+        ISVC_REF,
+        "Deployment/llm/vllm-llm-predictor",
+        "ReplicaSet/llm/vllm-llm-predictor-6d5f8b7c9",
+    )
+    assert any(line.startswith("event FailedCreate on ReplicaSet") and "×14" in line for line in finding.evidence)
+
+
+def test_knative_revision_deploying_while_the_quota_wants_queue_proxy_requests() -> None:
+    """knative/serving#13708: the Revision only says Deploying; the ReplicaSet's FailedCreate holds the quota rule."""
+    objects = load_case(
+        *SERVERLESS,
+        "checks/RESOURCES_POD_CREATION_REJECTED/serverless_quota_requires_queue_proxy_requests.yaml",
+        drop=[KNATIVE_POD],
+    )
+    finding = only(_run(objects), "RESOURCES_POD_CREATION_REJECTED")
+    assert finding.title == "pods rejected at creation (quota requests)"
+    assert (
+        "ResourceQuota resource-quota: must specify limits.cpu,limits.memory,requests.cpu,requests.memory"
+        in finding.summary
+    )
+    assert "queue-proxy" in finding.remediation
+
+
+@pytest.mark.parametrize(
+    ("message", "kind", "named"),
+    [
+        (
+            'Error creating: pods "x" is forbidden: failed quota: resource-quota: must specify '
+            "limits.cpu,limits.memory,requests.cpu,requests.memory",
+            "quota requests",
+            "ResourceQuota resource-quota: must specify limits.cpu,limits.memory,requests.cpu,requests.memory",
+        ),
+        (
+            'Error creating: admission webhook "validate.kyverno.svc" denied the request: images must be signed',
+            "webhook",
+            "admission webhook validate.kyverno.svc: images must be signed",
+        ),
+        (
+            'Error creating: pods "x" is forbidden: violates PodSecurity "restricted:latest": '
+            "allowPrivilegeEscalation != false",
+            "pod security",
+            'PodSecurity "restricted:latest": allowPrivilegeEscalation != false',
+        ),
+        (
+            'Error creating: pods "x" is forbidden: maximum memory usage per Container is 16Gi, but limit is 32Gi',
+            "limit range",
+            "LimitRange: maximum memory usage per Container is 16Gi, but limit is 32Gi",
+        ),
+    ],
+)
+def test_each_admission_rule_is_named(message: str, kind: str, named: str) -> None:
+    objects = load_case(*RAW, "checks/RESOURCES_POD_CREATION_REJECTED/raw_gpu_quota_exceeded.yaml", drop=[RAW_POD])
+    for obj in objects:
+        if obj["kind"] == "Event":
+            obj["message"] = message
+        if obj["kind"] == "Deployment":
+            obj["status"]["conditions"] = obj["status"]["conditions"][:1]
+    finding = only(_run(objects), "RESOURCES_POD_CREATION_REJECTED")
+    assert finding.title == f"pods rejected at creation ({kind})"
+    assert named in finding.summary
+
+
+# --- RESOURCES_CONTAINER_CONFIG_ERROR --------------------------------------------------------------
+
+
+def test_storage_initializer_secret_missing() -> None:
+    """ibm-cloud-labs/iks-handson#7's Init:CreateContainerConfigError, on the storage-initializer's HF_TOKEN Secret."""
+    objects = _case(RAW, "RESOURCES_CONTAINER_CONFIG_ERROR/raw_storage_initializer_secret_missing.yaml")
+    findings = _run(objects)
+    finding = only(findings, "RESOURCES_CONTAINER_CONFIG_ERROR")
+    assert "RESOURCES_INIT_CONTAINER_FAILED" not in {f.code for f in findings}
+    assert finding.title == "container cannot be created: missing secret storage-config"
+    assert finding.objects == (ISVC_REF, RAW_POD)
+    assert (
+        "Pod vllm-llm-predictor-6d5f8b7c9-q8w2e init container storage-initializer: waiting "
+        "CreateContainerConfigError: 'secret \"storage-config\" not found'" in finding.evidence
+    )
+
+
+# --- RESOURCES_IMAGE_PULL_FAILED -------------------------------------------------------------------
+
+
+def test_knative_cannot_resolve_the_image_digest() -> None:
+    """kserve/kserve#993: Knative's controller cannot reach the private registry; no pod is ever created."""
+    objects = load_case(
+        *SERVERLESS,
+        "checks/RESOURCES_IMAGE_PULL_FAILED/serverless_digest_resolution.yaml",
+        drop=[KNATIVE_POD],
+    )
+    finding = only(_run(objects), "RESOURCES_IMAGE_PULL_FAILED")
+    assert finding.level is Severity.CRITICAL
+    assert finding.title == "image cannot be resolved (registry unreachable)"
+    assert finding.objects == (ISVC_REF, "Revision.serving.knative.dev/llm/vllm-llm-predictor-00001")
+    assert "failed to resolve image to digest" in finding.summary
+    assert "registries-skipping-tag-resolving" in finding.remediation
+
+
+def test_image_pull_denied_on_a_raw_deployment() -> None:
+    """kserve/kserve#6215: the registry denies the repository; the pod sits in ImagePullBackOff."""
+    objects = _case(RAW, "RESOURCES_IMAGE_PULL_FAILED/raw_image_pull_denied.yaml")
+    finding = only(_run(objects), "RESOURCES_IMAGE_PULL_FAILED")
+    assert finding.title == "image cannot be pulled (access denied)"
+    assert finding.objects == (ISVC_REF, RAW_POD)
+    assert "403 Forbidden" in finding.summary
+    assert any("waiting ImagePullBackOff" in line for line in finding.evidence)
 
 
 # --- RESOURCES_HOST_OOMKILLED ----------------------------------------------------------------------

@@ -18,9 +18,13 @@ Facts it rests on (docs/upstream-facts.md):
 
 from __future__ import annotations
 
+from nbhelpers.checks.resources._admission import pod_creation_rejected
+from nbhelpers.checks.resources._config_error import container_config_error
 from nbhelpers.checks.resources._facts import ResourceFacts
 from nbhelpers.checks.resources._gpu import gpu_not_visible
 from nbhelpers.checks.resources._host_oom import host_oom_killed
+from nbhelpers.checks.resources._images import image_pull_failed
+from nbhelpers.checks.resources._init_containers import init_container_failed
 from nbhelpers.checks.resources._requests import requests_missing
 from nbhelpers.checks.resources._shm import shm_missing
 from nbhelpers.checks.resources._unschedulable import unschedulable
@@ -42,7 +46,15 @@ def run(evidence: Evidence) -> list[Finding]:
     findings: list[Finding] = []
     findings.extend(requests_missing(facts))
     findings.extend(unschedulable(facts))
-    for finding in (host_oom_killed(facts), gpu_not_visible(facts), shm_missing(facts)):
+    for finding in (
+        pod_creation_rejected(facts),
+        image_pull_failed(facts),
+        container_config_error(facts),
+        init_container_failed(facts),
+        host_oom_killed(facts),
+        gpu_not_visible(facts),
+        shm_missing(facts),
+    ):
         if finding is not None:
             findings.append(finding)
     return findings
