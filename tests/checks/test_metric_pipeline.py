@@ -238,6 +238,12 @@ def test_pods_might_be_unready_is_an_effect_of_the_unready_predictor() -> None:
         "message": "the HPA was unable to compute the replica count: failed to get cpu utilization: did not "
         "receive metrics for targeted pods (pods might be unready)",
     }
+    # While the pods are ready, the same words mean a metrics server that returns nothing: still critical.
+    assert only(metric_pipeline.run(evidence_of(objects)), "HPA_METRIC_FETCH_FAILED").level is Severity.CRITICAL
+    for pod in (obj for obj in objects if obj["kind"] == "Pod"):
+        for condition in pod["status"]["conditions"]:
+            if condition["type"] in ("Ready", "ContainersReady"):
+                condition["status"] = "False"
     findings = metric_pipeline.run(evidence_of(objects))
     fetch = only(findings, "HPA_METRIC_FETCH_FAILED")
     assert fetch.level is Severity.WARNING

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbhelpers.checks.metric_pipeline._pipeline import MetricPipeline, availability_problem, raw_metric_path
-from nbhelpers.facts import autoscalers
+from nbhelpers.facts import autoscalers, common
 from nbhelpers.facts.autoscalers import Autoscaler, Metric
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding, Fix
@@ -162,7 +162,10 @@ def _fetch_failure(pipeline: MetricPipeline, family: _Family) -> Finding:
         if availability_problem(pipeline.states[api]) is not None:
             parts.append(f"{api} itself is down (HPA_METRICS_API_UNAVAILABLE), which explains this.")
     quoted_messages = [m for m in family.messages if m]
-    unready = bool(quoted_messages) and all(_PODS_UNREADY.search(m) for m in quoted_messages)
+    # The same words come from a metrics server that returns nothing for pods that are ready: an effect only
+    # when the evidence shows no predictor pod ready.
+    said_unready = bool(quoted_messages) and all(_PODS_UNREADY.search(m) for m in quoted_messages)
+    unready = said_unready and not any(kube.pod_ready(pod) for pod in common.predictor_pods(pipeline.evidence))
     if unready:
         parts.append(
             "The HPA says this when none of its targeted pods is ready: it is an effect of whatever keeps the "
