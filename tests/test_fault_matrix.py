@@ -1062,7 +1062,7 @@ def test_the_cli_deadline_still_writes_findings_and_summary_on_a_slow_api_server
 ) -> None:
     """Issue #19: with --deadline, reading stops early enough that findings.json and summary.md are always
     written (partial, saying why), instead of papermill's cell timeout killing the run with nothing on disk."""
-    cluster.server.inject("/apis/*", delay=0.4)  # discovery and the InferenceService stay quick for the preflight
+    cluster.server.inject("/apis/*", delay=0.4)  # every API group read is slow; the core ones stay quick
     out = tmp_path / "out"
     window = [f"--{name}={value}" for name, value in WINDOW.items()]
     finished = subprocess.run(

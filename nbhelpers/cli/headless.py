@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence.gather import require_isvc
 from nbhelpers.evidence.model import Target
-from nbhelpers.triage import TriageParams, TriageResult, opened_sources
+from nbhelpers.triage import TriageParams, TriageResult
 from nbhelpers.util.kernel_env import ERROR_FILE_ENV, HEADERS_ENV, PROGRESS_FILE_ENV, PROMETHEUS_URL_ENV
 from nbhelpers.util.paths import runbook_path
 from nbhelpers.util.redaction import redact_url
@@ -50,22 +49,10 @@ def reading_budget(deadline: timedelta) -> timedelta:
 class Report:
     out_dir: Path
     findings: dict[str, Any]
-    html: bool = True  # False: the deadline came before report.html could be rendered
 
     @property
     def has_critical(self) -> bool:
         return any(finding.get("severity") == "critical" for finding in self.findings.get("findings", []))
-
-
-def preflight(params: TriageParams) -> Target:
-    """Validate sources, window and target before a kernel starts; ``RunbookError`` on bad input.
-
-    Bounded by the reading budget of ``--deadline``, like the run itself.
-    """
-    deadline = time.monotonic() + reading_budget(params.deadline).total_seconds() if params.deadline else None
-    with opened_sources(params, deadline=deadline) as (cluster, _metrics, target, _window):
-        require_isvc(cluster, target)
-    return target
 
 
 def output_dir(out: str | None, target: Target, now: datetime, base: Path = Path("outputs")) -> Path:
@@ -241,7 +228,7 @@ def execute(
             if not findings_file.exists():
                 raise RunbookError(f"the run did not finish within --deadline {params.to_text()['deadline']}") from None
             # The findings were written within the reading budget; only the notebook's display cells ran out.
-            return Report(out_dir, json.loads(findings_file.read_text()), html=False)
+            return Report(out_dir, json.loads(findings_file.read_text()))
     notebook_file = out_dir / "triage.ipynb"
     os.replace(partial_notebook, notebook_file)
     render_html(notebook_file, out_dir / "report.html")

@@ -102,14 +102,6 @@ def _fail_if_partial(options: dict[str, Any], partial: bool, reason: str) -> Non
         sys.exit(1)
 
 
-def _coverage_line(summary: Path) -> str:
-    """The coverage line summary.md opens with (what could not be seen, and why)."""
-    for line in summary.read_text(encoding="utf-8").splitlines():
-        if line.startswith("_Coverage"):
-            return line.strip("_")
-    return "Coverage: unknown (summary.md has no coverage line)"
-
-
 def _params(options: dict[str, Any]) -> Any:
     """The CLI's options as a TriageParams: durations and times are parsed here, once."""
     from nbhelpers.triage import TEXT_PARAMETERS, params_from_text
@@ -123,6 +115,8 @@ def _run_report(options: dict[str, Any], always_zero: bool = False) -> None:
     import time
 
     from nbhelpers.cli import headless
+    from nbhelpers.findings.catalog import Severity
+    from nbhelpers.render.summary import coverage_line
     from nbhelpers.triage import run
 
     began = time.monotonic()
@@ -133,8 +127,8 @@ def _run_report(options: dict[str, Any], always_zero: bool = False) -> None:
     target = result.evidence.target
     out_dir = headless.output_dir(options.get("out") or None, target, datetime.now(timezone.utc))
     bundle = headless.write_verdict(result, out_dir)
-    critical = sum(1 for finding in result.findings if finding.level.value == "critical")
-    coverage = _coverage_line(out_dir / "summary.md")
+    critical = sum(1 for finding in result.findings if finding.level is Severity.CRITICAL)
+    coverage = coverage_line(result)
     click.echo(terminal_safe(coverage))
     click.echo(terminal_safe(f"root causes: {', '.join(result.root_causes) or 'none'} ({critical} critical findings)"))
     click.echo(f"findings: {out_dir / 'findings.json'}")

@@ -209,16 +209,21 @@ def test_failures_in_the_window_count_after_recovery() -> None:
     assert "context deadline exceeded" in fetch.summary
 
 
-def test_cpu_request_missing_is_referenced() -> None:
+def _cpu_hpa_failing(reason: str) -> list[dict[str, Any]]:
+    """The healthy CPU-HPA case whose HPA cannot compute a replica count, for ``reason``."""
     objects = load_case(RAW, CLUSTER, CPU_HPA)
     hpa = next(obj for obj in objects if obj["kind"] == "HorizontalPodAutoscaler")
     hpa["status"]["conditions"][1] = {
         "type": "ScalingActive",
         "status": "False",
         "reason": "FailedGetResourceMetric",
-        "message": "the HPA was unable to compute the replica count: failed to get cpu utilization: missing request "
-        f"for cpu in container kserve-container of Pod {POD}",
+        "message": f"the HPA was unable to compute the replica count: failed to get cpu utilization: {reason}",
     }
+    return objects
+
+
+def test_cpu_request_missing_is_referenced() -> None:
+    objects = _cpu_hpa_failing(f"missing request for cpu in container kserve-container of Pod {POD}")
     fetch = only(metric_pipeline.run(evidence_of(objects)), "HPA_METRIC_FETCH_FAILED")
     assert "RESOURCES_REQUESTS_MISSING" in fetch.summary
 
@@ -229,15 +234,7 @@ def test_pods_might_be_unready_is_an_effect_of_the_unready_predictor() -> None:
     # one metrics-server#1641 (https://github.com/kubernetes-sigs/metrics-server/issues/1641, incidents #64)
     # shows while no pod is ready. Before: HPA_METRIC_FETCH_FAILED critical, ranked first; after: a warning
     # that names the unready pods, ranked after the cause that keeps them unready.
-    objects = load_case(RAW, CLUSTER, CPU_HPA)
-    hpa = next(obj for obj in objects if obj["kind"] == "HorizontalPodAutoscaler")
-    hpa["status"]["conditions"][1] = {
-        "type": "ScalingActive",
-        "status": "False",
-        "reason": "FailedGetResourceMetric",
-        "message": "the HPA was unable to compute the replica count: failed to get cpu utilization: did not "
-        "receive metrics for targeted pods (pods might be unready)",
-    }
+    objects = _cpu_hpa_failing("did not receive metrics for targeted pods (pods might be unready)")
     # While the pods are ready, the same words mean a metrics server that returns nothing: still critical.
     assert only(metric_pipeline.run(evidence_of(objects)), "HPA_METRIC_FETCH_FAILED").level is Severity.CRITICAL
     for pod in (obj for obj in objects if obj["kind"] == "Pod"):
