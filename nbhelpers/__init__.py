@@ -40,7 +40,6 @@ __all__ = [
     "params_from_text",
     "run",
 ]
-assert set(__all__) == {"__version__", *_PUBLIC}
 
 
 def __getattr__(name: str) -> Any:

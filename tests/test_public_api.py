@@ -23,6 +23,7 @@ PUBLIC = [
 
 def test_the_exported_members_are_exactly_these() -> None:
     assert sorted(nbhelpers.__all__) == PUBLIC
+    assert set(nbhelpers._PUBLIC) == set(PUBLIC) - {"__version__"}  # every exported name knows its module
     assert dir(nbhelpers) == PUBLIC
 
 
