@@ -103,7 +103,8 @@ def test_the_version_and_gpu_default_wins_over_the_plateau() -> None:
     ceiling = _ceiling(log=VERSION_LINE, metrics=QUEUE, node_labels=H100)
     assert ceiling is not None and ceiling.value == 1024
     assert ceiling.origin == (
-        "--max-num-seqs not set: vLLM V1 default on GPUs of 70 GiB or more other than A100 "
+        "--max-num-seqs not set: vLLM V1 default in 0.9.0 and later (vllm PR #17885) on GPUs of 70 GiB or more "
+        "other than A100 "
         "(vLLM 0.10.1, GPU NVIDIA H100 80GB HBM3)"
     )
 

@@ -570,7 +570,7 @@ def test_sampler_warmup_oom_lowers_max_num_seqs_first() -> None:
     assert any("warming up sampler with 1024 dummy requests" in line for line in finding.evidence)
     assert finding.remediation.startswith(
         "The sampler warm-up did not fit: first lower --max-num-seqs from 1024 (--max-num-seqs not set: vLLM V1 "
-        "default in 0.8.0-0.8.3 on every GPU (vLLM 0.8.2, GPU NVIDIA L4)) to 512"
+        "default in 0.8.0-0.8.3 (the V1 engine's first defaults) on every GPU (vLLM 0.8.2, GPU NVIDIA L4)) to 512"
     )
     assert "to 512, as vLLM's own message asks" in finding.remediation
     # Half of the 1024 the engine tried, first; then the utilization back to vLLM's default (0.95 is above it).

@@ -305,6 +305,45 @@ def test_vllm_default_ceiling_depends_on_the_gpu() -> None:
     assert serious(_run(_knative_rollout(objects), logs=VERSION_LOG)) == []
 
 
+def _on_node(objects: list[dict[str, Any]], labels: dict[str, str]) -> list[dict[str, Any]]:
+    """The same objects with the GPU node's feature-discovery labels replaced."""
+    result = copy.deepcopy(objects)
+    for obj in result:
+        if obj["kind"] == "Node":
+            obj["metadata"]["labels"] = {**labels, "nvidia.com/gpu.count": "4"}
+    return result
+
+
+def _version_log(version: str) -> dict[tuple[str, str], str]:
+    return {key: text.replace("0.10.1", version) for key, text in VERSION_LOG.items()}
+
+
+A100_80GB = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+B200 = {"nvidia.com/gpu.product": "NVIDIA-B200", "nvidia.com/gpu.memory": "183359"}
+
+
+def test_vllm_default_ceiling_follows_the_release_that_runs() -> None:
+    """A KPA target of 400 per pod (Knative aims at 280) without --max-num-seqs, judged against vLLM's own default,
+    which moved release by release (models.vllm_memory.V1_BATCH_DEFAULTS).
+
+    vLLM 0.8.5 on an A100 80GB: PR #17073 gave every GPU of 70 GiB or more 1024 requests; before the fix the 0.9
+    rule (A100 excluded, PR #17885) said 256 and raised a false HPA_TARGET_ABOVE_POD_CAPACITY.
+    vLLM 0.8.4 on a B200: PR #16158 gave only H100/H200 (by name) 1024, so a B200 ran 256; before the fix the
+    0.9 rule said 1024 and the finding was missed."""
+    objects = load_case(*SERVERLESS)
+    isvc = next(o for o in objects if o["kind"] == "InferenceService")
+    isvc["metadata"]["annotations"]["autoscaling.knative.dev/target"] = "400"
+    objects = _knative_rollout(objects)
+    assert "HPA_TARGET_ABOVE_POD_CAPACITY" not in codes(_run(_on_node(objects, A100_80GB), logs=_version_log("0.8.5")))
+    finding = only(_run(_on_node(objects, B200), logs=_version_log("0.8.4")), "HPA_TARGET_ABOVE_POD_CAPACITY")
+    assert "ceiling of 256" in finding.title
+    assert "in 0.8.4 (vllm PR #16158) on GPUs other than H100 and H200" in finding.summary
+    # The same target is fine on an H100 in 0.8.4 (1024 by name), and on the A100 from 0.9.0 it is not (256).
+    h100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert "HPA_TARGET_ABOVE_POD_CAPACITY" not in codes(_run(_on_node(objects, h100), logs=_version_log("0.8.4")))
+    assert "HPA_TARGET_ABOVE_POD_CAPACITY" in codes(_run(_on_node(objects, A100_80GB), logs=_version_log("0.9.0")))
+
+
 def test_no_default_ceiling_is_assumed_for_an_unknown_vllm_version() -> None:
     """The image tag (rhoai-2.20) and the logs do not tell the vLLM version: the default is not guessed."""
     objects = load_case(*SERVERLESS)
