@@ -7,6 +7,7 @@ stamped inside the window.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Callable, Mapping
@@ -516,6 +517,29 @@ def test_weights_that_do_not_fit_one_gpu_ask_for_tensor_parallelism_without_a_pa
     assert computed.title == "weights of 131 GiB per GPU do not fit a 79 GiB GPU"
     assert computed.summary.startswith("Computed") and computed.patch is None
     assert "--tensor-parallel-size 2" in computed.remediation
+
+
+def test_weights_larger_than_the_mig_slice_are_an_oom_on_the_slice() -> None:
+    """Llama-3.1-8B (about 15 GiB of weights) on nvidia.com/mig-1g.10gb of an A100 80GB (MIG strategy mixed), crash
+    looping with no log line. Before: the node's nvidia.com/gpu.memory (the whole 80 GB card) was taken as the GPU,
+    the weights seemed to fit and nothing explained the crashes."""
+    objects = load_case(*RAW, "checks/GPU_OOM/raw_mig_slice_8b.yaml")
+    finding = only(_run(objects), "GPU_OOM")
+    assert finding.title == "weights of 15 GiB per GPU do not fit a 10 GiB GPU"
+    assert "more than the 9.50 GiB of the GPU" in finding.summary
+    assert any("node label nvidia.com/mig-1g.10gb.memory=9728 MiB (the MIG slice" in line for line in finding.evidence)
+    assert "runs on a MIG slice (nvidia.com/mig-1g.10gb)" in finding.remediation
+    assert "request 2 GPUs" not in finding.remediation
+
+
+def test_weights_that_fit_a_larger_mig_slice_raise_no_oom() -> None:
+    """The same model on nvidia.com/mig-3g.40gb (40192 MiB): the weights fit the slice, no GPU_OOM."""
+    objects = load_case(*RAW, "checks/GPU_OOM/raw_mig_slice_8b.yaml")
+    for obj in objects:
+        text = json.dumps(obj).replace("mig-1g.10gb.memory", "mig-3g.40gb.memory").replace('"9728"', '"40192"')
+        obj.clear()
+        obj.update(json.loads(text.replace("mig-1g.10gb", "mig-3g.40gb")))
+    assert "GPU_OOM" not in codes(_run(objects))
 
 
 def _v082_start(clock: str, args: str) -> list[tuple[str, str]]:
