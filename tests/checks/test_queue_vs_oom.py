@@ -238,6 +238,30 @@ def test_serverless_queue_with_kv_headroom_raises_max_num_seqs_in_the_model_args
     assert "QUEUE_SATURATION" not in codes(_run(patched, metrics))
 
 
+def test_vllm_0_8_4_on_a_b200_queues_at_256_requests() -> None:
+    """No --max-num-seqs, vLLM 0.8.4 on a B200 (180 GiB): PR #16158 gave only H100/H200 (by device name) 1024
+    requests, so the pod runs at most 256 and queues above that. Before (the 0.9 rule for every release, >= 70 GiB
+    gets 1024) the pod at 256 was not seen at its ceiling."""
+    objects = load_case(*SERVERLESS)
+    for obj in objects:
+        if obj["kind"] == "Node":
+            obj["metadata"]["labels"] = {
+                "nvidia.com/gpu.product": "NVIDIA-B200",
+                "nvidia.com/gpu.memory": "183359",
+                "nvidia.com/gpu.count": "8",
+            }
+    logs = {
+        (SLS_POD, "kserve-container"): _log(
+            ("11:00:05", "INFO 01-15 11:00:05 [api_server.py:1043] vLLM API server version 0.8.4")
+        )
+    }
+    finding = only(_run(objects, _pinned_with_kv_headroom(256, 0.4), logs), "QUEUE_SATURATION")
+    assert (
+        "ceiling 256 (--max-num-seqs not set: vLLM V1 default in 0.8.4 (vllm PR #16158) on GPUs other than H100 and H200"
+        in (finding.summary)
+    )
+
+
 def test_unknown_ceiling_is_read_from_the_plateau() -> None:
     # No --max-num-seqs and no vLLM version in the window's logs: running levels off at 48 while 20 wait.
     objects = load_case(*SERVERLESS)
