@@ -219,6 +219,20 @@ def test_a_mig_slice_without_its_label_is_sized_from_the_profile_name() -> None:
     assert seen.origin.startswith("about 40 GB from the MIG profile nvidia.com/mig-3g.40gb the pod requests")
 
 
+def test_a_mig_slice_with_the_single_strategy_is_read_from_the_overridden_labels() -> None:
+    """MIG strategy single: nvidia.com/gpu is the slice and feature discovery overrides gpu.product and gpu.memory
+    with its values (gpu-feature-discovery README, "MIG 'single' strategy"): 4864 MiB as CUDA reports it."""
+    labels = {
+        "nvidia.com/mig.strategy": "single",
+        "nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb",
+        "nvidia.com/gpu.memory": "4864",
+    }
+    seen = engine.serving_gpu(*_evidence([], node_labels=labels, device="nvidia.com/gpu"))
+    assert seen is not None and seen.gpu.total_bytes == 4864 * MIB
+    assert seen.gpu.name == "A100 SXM4 40GB MIG 1g.5gb"
+    assert seen.origin == "node label nvidia.com/gpu.memory=4864 MiB (a MIG slice)"
+
+
 def test_a_whole_gpu_on_a_mig_node_keeps_the_card_labels() -> None:
     """The healthy case: a pod asking for nvidia.com/gpu on the same node is judged on the card."""
     seen = engine.serving_gpu(*_evidence([], node_labels=H100_MIXED_MIG, device="nvidia.com/gpu"))

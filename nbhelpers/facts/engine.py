@@ -45,6 +45,8 @@ _ENGINE_TOTAL = (
 )
 # The engine's configuration as it logs it: ``non-default args: {'max_num_seqs': 128, ...}`` or ``max_num_seqs=128``.
 _LOGGED_MAX_NUM_SEQS = re.compile(r"max_num_seqs['\"]?\s*[:=]\s*(\d+)")
+# ``A100-SXM4-40GB-MIG-1g.5gb``: the product label of a node whose GPUs are all split alike (MIG strategy single).
+_SINGLE_STRATEGY_MIG = re.compile(r"-MIG-\d+g\.\d+gb", re.IGNORECASE)
 _IMAGE_VERSION = re.compile(r":v?(\d+\.\d+(?:\.\d+)?)")
 
 
@@ -113,6 +115,10 @@ def serving_gpu(evidence: Evidence, workload: ServingWorkload) -> GpuSeen | None
     if mig is not None:
         return _mig_gpu(evidence, labels, mig, name)
     memory = labels.get(GPU_MEMORY_LABEL, "")
+    if memory.isdigit() and _SINGLE_STRATEGY_MIG.search(product):
+        # MIG strategy single: feature discovery overrides both labels with the slice's values, and CUDA reports
+        # the slice's memory as it is (no driver reserve as on a whole card).
+        return GpuSeen(Gpu(int(memory) * gpus.MIB, name), f"node label {GPU_MEMORY_LABEL}={memory} MiB (a MIG slice)")
     if memory.isdigit():
         return GpuSeen(_driver_total(int(memory), name), f"node label {GPU_MEMORY_LABEL}={memory} MiB")
     if model is not None:
