@@ -368,3 +368,49 @@ def test_a_shard_with_no_service_writes_an_empty_index_and_exits_0(
     index = fleet_document(tmp_path / "empty")
     assert index["services"] == [] and index["shard"] == {"index": empty, "count": 50, "listed": 4}
     assert sorted(path.name for path in (tmp_path / "empty").iterdir()) == ["fleet.html", "fleet.json", "fleet.md"]
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Chromium not installed (Debian package chromium)")
+def test_the_page_sorts_in_a_real_browser_with_the_network_cut(tmp_path: Path) -> None:
+    """Chromium opens fleet.html from disk; every request other than the file itself is refused and
+    recorded; clicking a header sorts the rows, clicking again reverses them."""
+    from playwright.sync_api import Route, sync_playwright
+
+    services = [
+        {"namespace": "llm", "isvc": "a", "counts": {"critical": 2, "warning": 0, "info": 1}},
+        {"namespace": "llm", "isvc": "b", "counts": {"critical": 0, "warning": 10, "info": 0}},
+        {"namespace": "llm", "isvc": "c", "counts": {"critical": 0, "warning": 9, "info": 0}},
+    ]
+    merge(tmp_path, write_shard(tmp_path / "s0", services, (0, 1), 3))
+    page_url = (tmp_path / "merged" / "fleet.html").as_uri()
+    refused: list[str] = []
+
+    def only_the_page(route: Route) -> None:
+        if route.request.url == page_url:
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"], headless=True)
+        try:
+            page = browser.new_page()
+            page.route("**/*", only_the_page)
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(page_url)
+            names = page.locator("tbody tr td:nth-child(2)")
+            assert names.all_inner_texts() == ["llm/a", "llm/b", "llm/c"]
+            page.locator("th", has_text="warning").click()
+            assert names.all_inner_texts() == ["llm/a", "llm/c", "llm/b"]  # 0, 9, 10: numbers, not text
+            page.locator("th", has_text="warning").click()
+            assert names.all_inner_texts() == ["llm/b", "llm/c", "llm/a"]
+            page.locator("th", has_text="InferenceService").click()
+            assert names.all_inner_texts() == ["llm/a", "llm/b", "llm/c"]
+        finally:
+            browser.close()
+    assert errors == [] and refused == []
