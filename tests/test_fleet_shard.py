@@ -153,6 +153,15 @@ def test_the_cli_shards_and_merges(fleet_api: FakeApiServer, kubeconfig: Path, t
         "team-b/chat",
         "team-b/summarize",
     ]
+    assert (tmp_path / "fleet.html").is_file()
+
+    arguments = ("fleet", "merge", "shard-0", "shard-1", "shard-9", "--out", "m", "--fail-on-partial")
+    strict = kserve_runbook(*arguments, cwd=tmp_path)  # shard-9 does not exist
+    assert strict.returncode == 1
+    assert strict.stderr.strip() == (
+        "kserve-runbook: partial result (--fail-on-partial): 1 service(s) not fully seen and 1 gap(s) in the merge; "
+        f"see {Path('m') / 'fleet.md'}"
+    )
 
 
 @pytest.mark.parametrize(
