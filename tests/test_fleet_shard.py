@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ def test_n_shards_cover_the_fleet_exactly_once_and_merge_into_the_unsharded_inde
     shard_refs = []
     for index in range(SHARDS):
         request = request_for(kubeconfig, tmp_path / "run" / f"shard-{index}")
-        result = run_fleet(request.__class__(**{**request.__dict__, "shard": Shard(index, SHARDS)}))
+        result = run_fleet(replace(request, shard=Shard(index, SHARDS)))
         document = fleet_document(result.out_dir)
         assert document["shard"] == {"index": index, "count": SHARDS, "listed": 10}
         assert document["scope"] == {"all_namespaces": True, "namespace": None}

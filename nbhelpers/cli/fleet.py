@@ -77,8 +77,9 @@ def shard_of(namespace: str, name: str, count: int) -> int:
 
 @dataclass(frozen=True)
 class Shard:
-    """Part ``index`` of ``count``. The index counts from 0, like an Indexed Job's JOB_COMPLETION_INDEX,
-    so a Job passes ``--shard $(JOB_COMPLETION_INDEX)/N`` as it is."""
+    """Part ``index`` of ``count``. The index counts from 0, like an Indexed Job's JOB_COMPLETION_INDEX
+    (the control plane sets that variable in each pod's containers, kubernetes.io/docs/tasks/job/
+    indexed-parallel-processing-static), so a Job passes ``--shard $(JOB_COMPLETION_INDEX)/N`` as it is."""
 
     index: int
     count: int
