@@ -348,7 +348,8 @@ def test_hostile_content_is_escaped_and_never_linked(tmp_path: Path) -> None:
     assert "&lt;img src=x onerror=&quot;alert(2)&quot;&gt; | broken" in page
     assert '<a href="../s0/team-b/sum/summary.md">summary</a>' in page
     assert re.findall(r'href="([^"]*)"', page) == ["../s0/team-b/sum/summary.md", "../s0/team-b/sum/findings.json"]
-    assert '| **error**: <img src=x onerror="alert(2)"> \\| broken |' in markdown  # the cell stays one cell
+    assert '| **error**: &lt;img src=x onerror="alert(2)"&gt; \\| broken |' in markdown  # one cell, no raw HTML
+    assert "<script>" not in markdown and "<img" not in markdown
 
 
 def test_the_page_opens_offline_and_sorts_by_any_column(tmp_path: Path) -> None:

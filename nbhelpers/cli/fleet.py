@@ -517,7 +517,8 @@ def coverage_caveat(result: FleetResult) -> str:
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    """Text as one Markdown table cell: one line, no column break, no raw HTML (names and reasons come from outside)."""
+    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _links(entry: ServiceEntry, notebooks: bool) -> list[tuple[str, str]]:
