@@ -288,6 +288,11 @@ def test_missing_folders_and_absent_shards_are_named_and_the_rest_is_merged(tmp_
     assert result.exit_code == 0 and result.caveats
 
 
+def test_many_absent_shards_are_counted_not_all_named(tmp_path: Path) -> None:
+    _, _, markdown, _ = merge(tmp_path, write_shard(tmp_path / "s5", [], (5, 1000), 0))
+    assert "shard(s) 0/1000, 1/1000, 2/1000, 3/1000, 4/1000, 6/1000, 7/1000, 8/1000 and 991 more missing" in markdown
+
+
 def test_a_complete_set_of_shards_that_lost_a_service_says_so(tmp_path: Path) -> None:
     first = write_shard(tmp_path / "s0", [{"namespace": "llm", "isvc": "chat"}], (0, 2), 3)
     second = write_shard(tmp_path / "s1", [{"namespace": "llm", "isvc": "code"}], (1, 2), 3)

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from nbhelpers.cli.fleet import FLEET_SCHEMA_ID, SEVERITIES, FleetResult, ServiceEntry, Shard, write_index
+from nbhelpers.cli.fleet import FLEET_SCHEMA_ID, MAX_LISTED, SEVERITIES, FleetResult, ServiceEntry, Shard, write_index
 from nbhelpers.errors import RunbookError
 from nbhelpers.util.safe_paths import UnsafePath, inside
 from nbhelpers.util.times import Window, parse_time
@@ -206,7 +206,10 @@ def _shard_caveats(shards: Sequence[ShardRead], merged: int) -> list[str]:
     absent = [f"{index}/{count}" for index in range(count) if index not in present]
     notes = []
     if absent:
-        notes.append(f"shard(s) {', '.join(absent)} missing: their services are not in this index")
+        named = ", ".join(absent[:MAX_LISTED]) + (
+            f" and {len(absent) - MAX_LISTED} more" if len(absent) > MAX_LISTED else ""
+        )
+        notes.append(f"shard(s) {named} missing: their services are not in this index")
     listed = {shard.listed for shard in shards if shard.listed is not None}
     if len(listed) > 1:
         notes.append(
