@@ -158,7 +158,8 @@ def resolve(evidence: Evidence) -> tuple[Autoscaler, ...]:
     revision's ``-deployment``, or KServe's name for either: ``<isvc>-predictor``,
     ``<isvc>-predictor-0000N-deployment``); or the object is
     owned by the InferenceService, labelled ``serving.kserve.io/inferenceservice=<isvc>``, named
-    ``<isvc>-predictor...``, or owned by a ScaledObject / PodAutoscaler that is tied itself.
+    ``<isvc>-predictor...``, or owned by a ScaledObject / PodAutoscaler that is tied itself; an HPA whose
+    target is missing is tied by its target's, its own name or its labels (:meth:`_Context.stale_target`).
     """
     context = _Context(evidence)
     scaled_objects = [context.scaled_object(obj) for obj in context.in_namespace(kinds.SCALED_OBJECT)]
@@ -288,6 +289,31 @@ class _Context:
         predictor = kind == "Deployment" and known
         return ScaleTarget(kind, name, str(ref.get("apiVersion") or "apps/v1"), found), predictor
 
+    def stale_target(self, obj: Mapping[str, Any], target: ScaleTarget, targets_predictor: bool) -> str | None:
+        """Why an autoscaler whose scale target does not exist belongs to this service, ``None`` when it does not.
+
+        A hand-made HPA outlives renames: before KServe 0.11 the RawDeployment Deployment was
+        ``<isvc>-predictor-default``, so an HPA written then names a Deployment that no longer exists and reports
+        ``AbleToScale=False, FailedGetScale``. It is tied when its target carries KServe's prefix for this
+        service, or when it is named or labelled after the service and its target is no other service's
+        predictor (an HPA left out here would read as "no autoscaler acts on the predictor" and lead the user to
+        add a second one).
+        """
+        if targets_predictor or target.found is not None or not target.name:
+            return None
+        if target.name.startswith(self.prefix + "-"):
+            return f"its scaleTargetRef names {target.describe()}, a KServe name for this service's predictor"
+        other = re.match(r"^(.+)-predictor(?:-|$)", target.name)
+        if other is not None and other.group(1) != self.isvc:
+            return None
+        name = kube.name(obj)
+        if name == self.isvc or name.startswith(self.isvc + "-"):
+            return f"named after InferenceService {self.isvc}, and its scale target {target.describe()} is missing"
+        label = next((key for key, value in sorted(kube.labels(obj).items()) if value == self.isvc), None)
+        if label is not None:
+            return f"labelled {label}={self.isvc}, and its scale target {target.describe()} is missing"
+        return None
+
     def ties(self, obj: Mapping[str, Any], targets_predictor: bool, parents: frozenset[str] = frozenset()) -> list[str]:
         why = []
         if targets_predictor:
@@ -308,6 +334,9 @@ class _Context:
     def hpa(self, obj: KubeObject, parents: frozenset[str]) -> Autoscaler | None:
         scale_target, predictor = self.target(kube.spec(obj).get("scaleTargetRef") or {})
         why = self.ties(obj, predictor, parents)
+        stale = self.stale_target(obj, scale_target, predictor)
+        if stale is not None:
+            why.append(stale)
         if not why:
             return None
         status = kube.status(obj)

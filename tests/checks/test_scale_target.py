@@ -182,6 +182,36 @@ def test_hpa_naming_a_deployment_that_does_not_exist() -> None:
     assert serious(_run(fixed)) == []
 
 
+def test_hand_made_hpa_on_the_pre_0_11_deployment_name_is_linked_to_the_service() -> None:
+    """Issue #15 item 9: an HPA not named after the predictor, without KServe's labels, that still scales
+    ``<isvc>-predictor-default`` is the service's (broken) autoscaler, not an absent one: HPA_MISSING would lead the
+    user to add a second autoscaler."""
+    hand_made = "HorizontalPodAutoscaler/llm/vllm-llm-autoscaler"
+    objects = load_case(*RAW, "checks/HPA_TARGET_NOT_FOUND/raw_hand_made_hpa_old_name.yaml", drop=(HPA_REF,))
+    findings = _run(objects)
+    assert "HPA_MISSING" not in codes(findings)
+    finding = only(findings, "HPA_TARGET_NOT_FOUND")
+    assert finding.objects == (hand_made, ISVC_REF)
+    assert any("FailedGetScale" in line for line in finding.evidence)
+    fixed = _without_status(apply_patch(objects, finding), hand_made)
+    assert serious(_run(fixed)) == []
+    # Tied by a label carrying the service's name just as well, when its own name says nothing.
+    relabelled = copy.deepcopy(objects)
+    hpa = next(obj for obj in relabelled if kube.ref(obj) == hand_made)
+    hpa["metadata"].update(name="chat-autoscaler", labels={"app.kubernetes.io/instance": "vllm-llm"})
+    hpa["spec"]["scaleTargetRef"]["name"] = "vllm-llm-default"
+    assert "HPA_TARGET_NOT_FOUND" in codes(_run(relabelled))
+
+
+def test_hpa_of_another_service_with_a_missing_target_is_not_ours() -> None:
+    objects = load_case(*RAW, "checks/HPA_TARGET_NOT_FOUND/raw_hand_made_hpa_old_name.yaml", drop=(HPA_REF,))
+    for other in ("vllm-llm-2-predictor", "chat-predictor-default"):
+        changed = copy.deepcopy(objects)
+        hpa = next(obj for obj in changed if kube.name(obj) == "vllm-llm-autoscaler")
+        hpa["spec"]["scaleTargetRef"]["name"] = other
+        assert "HPA_TARGET_NOT_FOUND" not in codes(_run(changed)), other
+
+
 def test_hpa_scaling_a_deployment_the_service_does_not_select() -> None:
     objects = load_case(*RAW, "checks/HPA_TARGET_NOT_SERVING/raw_canary_deployment.yaml")
     finding = only(_run(objects), "HPA_TARGET_NOT_SERVING")
