@@ -171,6 +171,48 @@ def resolve(evidence: Evidence) -> tuple[Autoscaler, ...]:
     return tuple(sorted(found, key=lambda a: (order[a.kind], a.name)))
 
 
+# The field manager KServe's controller writes with: controller-runtime names it after the binary (cmd/manager).
+KSERVE_FIELD_MANAGERS = frozenset({"manager"})
+# The HPA controller's own writes (status, and the scale subresource of its target).
+HPA_CONTROLLER_MANAGER = "kube-controller-manager"
+
+
+@dataclass(frozen=True)
+class FieldWriter:
+    """One ``metadata.managedFields`` entry that owns fields under ``spec`` (status and scale writes left out)."""
+
+    manager: str
+    operation: str
+    time: str | None
+    fields: tuple[str, ...]
+
+    def describe(self) -> str:
+        when = f" at {self.time}" if self.time else ""
+        return f"{self.manager} ({self.operation}{when}) owns spec.{', spec.'.join(self.fields)}"
+
+
+def spec_writers(obj: Mapping[str, Any], field_name: str | None = None) -> tuple[FieldWriter, ...]:
+    """The field managers that wrote ``spec`` (or only ``spec.<field_name>``) of ``obj``, from its managedFields.
+
+    A field written through the ``scale`` or ``status`` subresource is left out: that is an autoscaler doing its
+    job, not someone editing the object.
+    """
+    writers = []
+    for entry in kube.metadata(obj).get("managedFields") or []:
+        if not isinstance(entry, Mapping) or entry.get("subresource"):
+            continue
+        spec_fields = ((entry.get("fieldsV1") or {}).get("f:spec")) or {}
+        if not isinstance(spec_fields, Mapping):
+            continue
+        owned = tuple(sorted(key[2:] for key in spec_fields if isinstance(key, str) and key.startswith("f:")))
+        if not owned or (field_name is not None and field_name not in owned):
+            continue
+        writers.append(
+            FieldWriter(str(entry.get("manager") or "?"), str(entry.get("operation") or "?"), entry.get("time"), owned)
+        )
+    return tuple(writers)
+
+
 def describe_selector(selector: Mapping[str, Any]) -> str:
     """``a=b,c in (x,y)`` for a LabelSelector (matchLabels and matchExpressions)."""
     parts = [f"{key}={value}" for key, value in sorted((selector.get("matchLabels") or {}).items())]

@@ -261,6 +261,56 @@ def test_keda_generated_hpa_is_not_a_second_autoscaler() -> None:
     assert "HorizontalPodAutoscaler/llm/keda-hpa-vllm-llm-predictor" in finding.objects
 
 
+def test_an_edit_of_kserves_hpa_is_reported_as_a_fight_not_judged() -> None:
+    """Issue #15 item 8: KServe writes its HPA back when the live spec differs (hpa_reconciler.go), so the edited
+    behavior is not judged (no HPA_BEHAVIOR_SLOW on a window that will not last)."""
+    objects = load_case(*KSERVE_CPU_RAW, "checks/HPA_CONFLICT/raw_kserve_hpa_edited.yaml")
+    findings = _run(objects)
+    finding = only(findings, "HPA_CONFLICT")
+    assert finding.title == f"KServe reverts edits to {HPA_REF}"
+    assert "kubectl-edit" in finding.summary
+    assert any("spec.maxReplicas 8; KServe writes 3" in line for line in finding.evidence)
+    assert any(
+        "kubectl-edit (Update at 2026-01-15T11:50:00Z) owns spec.behavior, spec.maxReplicas" in line
+        for line in finding.evidence
+    )
+    assert "HPA_BEHAVIOR_SLOW" not in codes(findings)
+    # The patch carries the edited bounds to the InferenceService; KServe then writes them itself.
+    assert finding.patch is not None and finding.patch.target == ISVC_REF
+    patched = apply_patch(objects, finding)
+    isvc = next(obj for obj in patched if obj["kind"] == "InferenceService")
+    assert (isvc["spec"]["predictor"]["minReplicas"], isvc["spec"]["predictor"]["maxReplicas"]) == (1, 8)
+
+
+def test_kserves_own_hpa_as_kserve_wrote_it_is_no_fight() -> None:
+    objects = load_case(*KSERVE_CPU_RAW)
+    assert "HPA_CONFLICT" not in codes(_run(objects))
+    # KServe raises minReplicas 0 to 1 and maxReplicas below it to minReplicas: no drift either.
+    isvc = next(obj for obj in objects if obj["kind"] == "InferenceService")
+    isvc["spec"]["predictor"].update(minReplicas=0, maxReplicas=0)
+    hpa = next(obj for obj in objects if kube.ref(obj) == HPA_REF)
+    hpa["spec"].update(minReplicas=1, maxReplicas=1)
+    assert "HPA_CONFLICT" not in codes(_run(objects))
+
+
+def test_kserve_resets_the_replicas_of_the_external_class() -> None:
+    """Issue #15 item 8: KServe v0.15.0 pins the Deployment at minReplicas under the external class (PR #4196)."""
+    objects = load_case(*RAW, "checks/HPA_CONFLICT/raw_external_replicas_reset.yaml")
+    finding = only(_run(objects), "HPA_CONFLICT")
+    assert finding.title == f"KServe resets Deployment vllm-llm-predictor to 1 replicas under {HPA_REF}"
+    assert any("manager (Update at 2026-01-15T11:52:30Z) owns spec.replicas" in line for line in finding.evidence)
+    assert any("scale-down(s) of Deployment vllm-llm-predictor to minReplicas 1" in line for line in finding.evidence)
+    assert "PR #4363" in finding.remediation
+
+
+def test_the_autoscalers_scale_writes_are_no_fight() -> None:
+    """The HPA controller owns spec.replicas through the scale subresource: that is its job."""
+    objects = load_case(*RAW, "checks/HPA_CONFLICT/raw_external_replicas_reset.yaml")
+    deployment = next(obj for obj in objects if kube.ref(obj) == "Deployment/llm/vllm-llm-predictor")
+    deployment["metadata"]["managedFields"] = deployment["metadata"]["managedFields"][1:]
+    assert "HPA_CONFLICT" not in codes(_run(objects))
+
+
 # --- HPA_CPU_METRIC_ON_GPU --------------------------------------------------------------------------------
 
 SPIKE = _spike(
