@@ -305,6 +305,8 @@ class _Context:
         # KServe's Deployment names (RawDeployment, and a Knative revision's): a scaleTargetRef of this form
         # aims at the predictor even when the Deployment is missing from the evidence.
         self.predictor_pattern = re.compile(rf"^{re.escape(self.prefix)}(?:-\d{{5}}-deployment)?$")
+        # The names before KServe 0.11 (a "default" component): ``<isvc>-predictor-default`` and its revisions'.
+        self.legacy_pattern = re.compile(rf"^{re.escape(self.prefix)}-default(?:-\d{{5}}-deployment)?$")
         self.workloads: dict[tuple[str, str], KubeObject] = {}
         for kind in (kinds.DEPLOYMENT, kinds.REPLICA_SET):
             for obj in self.in_namespace(kind):
@@ -336,15 +338,14 @@ class _Context:
 
         A hand-made HPA outlives renames: before KServe 0.11 the RawDeployment Deployment was
         ``<isvc>-predictor-default``, so an HPA written then names a Deployment that no longer exists and reports
-        ``AbleToScale=False, FailedGetScale``. It is tied when its target carries KServe's prefix for this
-        service, or when it is named or labelled after the service and its target is no other service's
-        predictor (an HPA left out here would read as "no autoscaler acts on the predictor" and lead the user to
+        ``AbleToScale=False, FailedGetScale``. It is tied when its target is that old name, or when it is named
+        or labelled after the service and its target is no other service's predictor (an HPA left out here would read as "no autoscaler acts on the predictor" and lead the user to
         add a second one).
         """
         if targets_predictor or target.found is not None or not target.name:
             return None
-        if target.name.startswith(self.prefix + "-"):
-            return f"its scaleTargetRef names {target.describe()}, a KServe name for this service's predictor"
+        if self.legacy_pattern.match(target.name):
+            return f"its scaleTargetRef names {target.describe()}, the name KServe before 0.11 gave this predictor"
         other = re.match(r"^(.+)-predictor(?:-|$)", target.name)
         if other is not None and other.group(1) != self.isvc:
             return None
@@ -376,7 +377,7 @@ class _Context:
     def hpa(self, obj: KubeObject, parents: frozenset[str]) -> Autoscaler | None:
         scale_target, predictor = self.target(kube.spec(obj).get("scaleTargetRef") or {})
         why = self.ties(obj, predictor, parents)
-        stale = self.stale_target(obj, scale_target, predictor)
+        stale = None if why else self.stale_target(obj, scale_target, predictor)
         if stale is not None:
             why.append(stale)
         if not why:

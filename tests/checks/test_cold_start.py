@@ -324,7 +324,73 @@ def test_raw_deployment_never_scales_to_zero() -> None:
     objects = load_case(RAW, "checks/healthy/cold_start_raw_min_zero.yaml")
     assert _run(objects) == []
     settings = cold_starts.ScaleSettings(evidence_of(objects))
-    assert settings.zero_allowed() == (False, "RawDeployment: KServe never scales the predictor to zero")
+    assert settings.zero_allowed() == (
+        False,
+        "RawDeployment without a KEDA ScaledObject: the HPA never scales the predictor to zero",
+    )
+
+
+# --- RawDeployment with KEDA (issue #15 item 4) -------------------------------------------------------------
+
+KEDA_AT_ZERO = "checks/COLDSTART_SCALE_TO_ZERO/raw_keda_scaled_object_at_zero.yaml"
+RAW_POD = "Pod/llm/vllm-llm-predictor-6d5f8b7c9-q8w2e"
+SCALED_OBJECT_REF = "ScaledObject.keda.sh/llm/vllm-llm-scaler"
+WAITING_QUERY = 'sum(vllm:num_requests_waiting{namespace="llm", pod=~"vllm-llm-predictor-.+"})'
+
+
+def _keda_metrics(trigger_result: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The ready pods fell to zero at 11:20; the trigger's own query answered ``trigger_result`` (gather runs it)."""
+    metrics = _metrics(pod_ready=[_series(_spans((0, 20, 1), (20, 60, 0)))])
+    metrics["keda-trigger.vllm-llm-scaler.0"] = {"promql": WAITING_QUERY, "result": trigger_result}
+    return metrics
+
+
+def _scaled_object(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(obj for obj in objects if kube.ref(obj) == SCALED_OBJECT_REF)
+
+
+def test_keda_scales_a_raw_deployment_to_zero_on_a_metric_only_its_pods_export() -> None:
+    objects = load_case(RAW, KEDA_AT_ZERO, drop=(RAW_POD,))
+    finding = only(_run(objects, _keda_metrics([])), "COLDSTART_SCALE_TO_ZERO")
+    assert finding.level is Severity.CRITICAL
+    assert f"{SCALED_OBJECT_REF} minReplicaCount 0 (not set: KEDA's default is 0)" in finding.summary
+    assert "can wake it: prometheus query on vllm:num_requests_waiting" in finding.summary
+    assert "the predictor has no ready pod now" in finding.summary
+    # The ScaledObject is the user's: the patch keeps one replica there, not on the InferenceService.
+    assert finding.patch is not None and finding.patch.target == SCALED_OBJECT_REF
+    assert _patch_body(finding) == {"spec": {"minReplicaCount": 1}}
+    assert "COLDSTART_SCALE_TO_ZERO" not in codes(_run(apply_patch(objects, finding), _keda_metrics([])))
+
+
+def test_kserve_keda_class_passes_min_replicas_zero_to_keda() -> None:
+    """KServe 0.15's keda reconciler writes spec.predictor.minReplicas (0 allowed) as minReplicaCount."""
+    objects = load_case(RAW, KEDA_AT_ZERO, drop=(RAW_POD,))
+    isvc = next(obj for obj in objects if obj["kind"] == "InferenceService")
+    isvc["metadata"]["annotations"]["serving.kserve.io/autoscalerClass"] = "keda"
+    isvc["spec"]["predictor"]["minReplicas"] = 0
+    scaled = _scaled_object(objects)
+    scaled["spec"]["minReplicaCount"] = 0
+    scaled["metadata"]["ownerReferences"] = [
+        {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "name": "vllm-llm", "controller": True}
+    ]
+    finding = only(_run(objects, _keda_metrics([])), "COLDSTART_SCALE_TO_ZERO")
+    assert "written by KServe from spec.predictor.minReplicas" in finding.summary
+    assert finding.patch is not None and finding.patch.target == ISVC_REF
+    assert _patch_body(finding) == {"spec": {"predictor": {"minReplicas": 1}}}
+
+
+def test_keda_with_a_warm_replica_or_a_trigger_that_exists_at_zero() -> None:
+    objects = load_case(RAW, KEDA_AT_ZERO, drop=(RAW_POD,))
+    _scaled_object(objects)["spec"]["minReplicaCount"] = 1
+    assert "COLDSTART_SCALE_TO_ZERO" not in codes(_run(objects, _keda_metrics([])))
+    # Scaling to zero on the ingress' request rate can wake up: a long cold start, not a trap.
+    objects = load_case(RAW, KEDA_AT_ZERO, drop=(RAW_POD,))
+    _scaled_object(objects)["spec"]["triggers"][0]["metadata"]["query"] = (
+        'sum(rate(nginx_ingress_controller_requests{exported_namespace="llm", exported_service="vllm-llm-predictor"}[1m]))'
+    )
+    finding = only(_run(objects, _keda_metrics([])), "COLDSTART_SCALE_TO_ZERO")
+    assert finding.level is Severity.WARNING
+    assert "can wake it" not in finding.summary
 
 
 def test_pod_that_waited_for_a_node_within_the_deadline_is_healthy() -> None:
