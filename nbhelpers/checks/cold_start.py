@@ -34,7 +34,8 @@ Decisions:
 
 - ``COLDSTART_SCALE_TO_ZERO``: the revision can reach zero and its cold start (measured, else a labelled
   estimate of the model load) is at least 30 s, or the shortest timeout on the request path when that is
-  shorter. 30 s is about as long as an interactive caller waits before it retries or gives up, and GKE's
+  shorter. With KEDA it is critical when no trigger can wake the predictor from zero (every one reads the
+  pods' own series or resource usage) and it sits at zero now. 30 s is about as long as an interactive caller waits before it retries or gives up, and GKE's
   backend default; every LLM with more than a couple of billion parameters loads for longer. Raised to
   critical when 5xx answers fall into the periods with no ready pod.
 - ``COLDSTART_EXCEEDS_TIMEOUT``: compared with measurements only (p95 of completed cold starts, raised to
@@ -45,7 +46,9 @@ Decisions:
   RawDeployment nothing holds a request while no pod is ready (it is refused at once), so only Serverless
   is compared.
 - ``COLDSTART_CHURN``: at least two valleys (a fall in ready pods followed by a rise) in the window, leaving
-  out valleys during which a container restarted (that is a crash, not a scale-down). When the scale-down
+  out valleys during which a container restarted (that is a crash, not a scale-down) and valleys that a rollout,
+  an eviction or a lost node explains (:mod:`nbhelpers.facts.disruptions`). When only such dips remain, the
+  finding is information that names what took the pods. When the scale-down
   delay in effect now covers the longest valley, the finding is reported as info: the settings would have
   held those pods.
 """
@@ -57,7 +60,7 @@ from dataclasses import dataclass
 
 from nbhelpers.errors import StepSkipped
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import autoscalers, common, timeout_layers
+from nbhelpers.facts import autoscalers, common, disruptions, timeout_layers
 from nbhelpers.facts import timeout_path as chain
 from nbhelpers.facts.cold_starts import (
     MAX_LISTED,
@@ -67,6 +70,7 @@ from nbhelpers.facts.cold_starts import (
     errors_during,
     pod_timeline,
 )
+from nbhelpers.facts.pod_phases import Valley
 from nbhelpers.findings import patches
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding, Fix
@@ -372,9 +376,15 @@ class ColdStartJudge:
     def churn(self) -> Finding | None:
         if self.timeline is None:
             return None
-        valleys = self.timeline.churn()
+        dips = self.timeline.churn()
+        found = disruptions.disruptions(self.evidence)
+        slack = 2 * self.timeline.step
+        explained = {
+            dip: causes for dip in dips if (causes := disruptions.explaining(found, dip.fell_at, dip.rose_at, slack))
+        }
+        valleys = [dip for dip in dips if dip not in explained]
         if len(valleys) < MIN_VALLEYS:
-            return None
+            return self._not_churn(explained) if len(dips) >= MIN_VALLEYS else None
         longest = max(valley.seconds for valley in valleys)
         errors = errors_during(self.evidence, [(v.fell_at, v.rose_at) for v in valleys])
         cold = self.cold.sizing()
@@ -393,6 +403,7 @@ class ColdStartJudge:
             )
         if not self.timeline.restarts_known:
             evidence.append("restart counters not available: dips caused by crashes cannot be told apart")
+        evidence += [_explained_line(dip, causes) for dip, causes in explained.items()]
         evidence += self.settings.lines()
         severity = None
         if errors is not None:
@@ -453,6 +464,40 @@ class ColdStartJudge:
             severity=severity,
         )
 
+    def _not_churn(self, explained: dict[Valley, list[disruptions.Disruption]]) -> Finding:
+        """The ready pods dipped, but a rollout, an eviction or a lost node took them: say so, as information."""
+        kinds_seen = sorted({cause.kind for causes in explained.values() for cause in causes})
+        names = {disruptions.ROLLOUT: "rollouts", disruptions.EVICTION: "evictions", disruptions.NODE: "lost nodes"}
+        what = " and ".join(names[kind] for kind in kinds_seen)
+        advice = []
+        if disruptions.ROLLOUT in kinds_seen:
+            advice.append(
+                "for rollouts, a strategy that starts the new pod before it stops an old one (maxUnavailable 0 "
+                "and maxSurge 1 in spec.predictor.deploymentStrategy in RawDeployment; Knative keeps the old "
+                "revision until the new one is ready)"
+            )
+        if disruptions.EVICTION in kinds_seen or disruptions.NODE in kinds_seen:
+            advice.append(
+                "for evictions and lost nodes, a PodDisruptionBudget on the predictor pods, and on-demand rather "
+                "than spot GPU nodes for the last replicas"
+            )
+        assert self.timeline is not None
+        return Finding(
+            code="COLDSTART_CHURN",
+            title=f"Ready pods dipped {len(explained)} times, from {what}, not from scaling down",
+            summary=f"The ready pods fell and came back {len(explained)} times in the window, but each dip lines up "
+            f"with {what}: the pods were replaced or taken away, not released by the autoscaler, so its scale-down "
+            "settings are not the cause and lengthening them would not help.",
+            objects=self.objects(),
+            evidence=(self.timeline.describe(), *(_explained_line(dip, causes) for dip, causes in explained.items())),
+            fix=Fix(
+                what="Nothing to change in the autoscaler. To keep capacity through such events: "
+                + "; ".join(advice)
+                + "."
+            ),
+            severity=Severity.INFO,
+        )
+
     def _keda_cannot_wake(self) -> str:
         """When every trigger of the predictor's ScaledObject reads something that only exists while pods run
         (cpu/memory, or a prometheus query on the vLLM pods' own series), what they read; else ``""``.
@@ -491,6 +536,10 @@ class ColdStartJudge:
         held = ", ".join(f"{count}× {name}" for name, count in sorted(devices.items()))
         hours = sum(devices.values()) * 730
         return f"Cost: one replica holds {held} around the clock (≈{hours} GPU-hours a month) even with no traffic."
+
+
+def _explained_line(dip: Valley, causes: list[disruptions.Disruption]) -> str:
+    return f"not counted: dip {dip.describe()}: " + "; ".join(cause.text for cause in causes[:3])
 
 
 def _keep_one_keda_replica(scaled_object: common.KubeObject) -> None:

@@ -294,6 +294,51 @@ def test_raw_hpa_churn_has_no_patch_on_a_kserve_owned_hpa() -> None:
     assert "stabilizationWindowSeconds) beyond 480 s" in finding.remediation
 
 
+def _two_dips() -> dict[str, dict[str, Any]]:
+    return _metrics(pod_ready=[_series(_spans((0, 10, 2), (10, 15, 1), (15, 30, 2), (30, 38, 1), (38, 60, 2)))])
+
+
+def test_dips_of_a_rollout_are_not_churn() -> None:
+    """Issue #15 item 14: a new ReplicaSet replacing the old one takes pods away; the HPA did not."""
+    objects = load_case(RAW, "checks/COLDSTART_CHURN/raw_rollout_new_replicaset.yaml")
+    finding = only(_run(objects, _two_dips()), "COLDSTART_CHURN")
+    assert finding.level is Severity.INFO
+    assert finding.title == "Ready pods dipped 2 times, from rollouts, not from scaling down"
+    assert any(
+        "rollout: ReplicaSet vllm-llm-predictor-5c4b3a2d1 created at 2026-01-15T11:09:45Z, replacing "
+        "vllm-llm-predictor-6d5f8b7c9" in line
+        for line in finding.evidence
+    )
+    assert "maxUnavailable 0" in finding.remediation
+
+
+def test_dips_from_preemption_and_a_lost_spot_node_are_not_churn() -> None:
+    objects = load_case(RAW, "checks/COLDSTART_CHURN/raw_preempted_and_spot_node_lost.yaml")
+    finding = only(_run(objects, _two_dips()), "COLDSTART_CHURN")
+    assert finding.level is Severity.INFO
+    assert finding.title == "Ready pods dipped 2 times, from evictions and lost nodes, not from scaling down"
+    lines = "\n".join(finding.evidence)
+    assert "Preempted on Pod vllm-llm-predictor-6d5f8b7c9-a1b2c" in lines
+    assert "Node gpu-node-b Ready=Unknown (NodeStatusUnknown)" in lines
+    assert "PodDisruptionBudget" in finding.remediation
+
+
+def test_a_rollout_explains_only_the_dips_it_overlaps() -> None:
+    """The rollout ended at 11:20 (its last scale-down, or ten minutes): the later dips are the HPA's."""
+    objects = load_case(RAW, "checks/COLDSTART_CHURN/raw_rollout_new_replicaset.yaml")
+    down = next(obj for obj in objects if kube.name(obj) == "vllm-llm-predictor.down")
+    down["lastTimestamp"] = "2026-01-15T11:10:00Z"
+    metrics = _metrics(
+        pod_ready=[
+            _series(_spans((0, 10, 2), (10, 15, 1), (15, 30, 2), (30, 38, 1), (38, 45, 2), (45, 50, 1), (50, 60, 2)))
+        ]
+    )
+    finding = only(_run(objects, metrics), "COLDSTART_CHURN")
+    assert finding.level is Severity.WARNING
+    assert finding.title == "Ready pods fell and came back 2 times in the window"
+    assert any(line.startswith("not counted: dip 2 → 1 at 2026-01-15T11:10:00Z") for line in finding.evidence)
+
+
 def test_dips_with_a_container_restart_are_crashes_not_churn() -> None:
     objects = load_case(RAW)
     metrics = _metrics(
