@@ -311,6 +311,16 @@ def test_the_autoscalers_scale_writes_are_no_fight() -> None:
     assert "HPA_CONFLICT" not in codes(_run(objects))
 
 
+def test_kserve_owning_the_replicas_without_a_fight_is_no_conflict() -> None:
+    """A Deployment created by KServe v0.15.0 keeps 'manager' on spec.replicas until something changes the count:
+    with no fall back to minReplicas and no autoscaler wanting more, nothing fights."""
+    objects = load_case(*RAW, "checks/HPA_CONFLICT/raw_external_replicas_reset.yaml")
+    objects = [obj for obj in objects if obj["kind"] != "Event"]
+    hpa = next(obj for obj in objects if kube.ref(obj) == HPA_REF)
+    hpa["status"]["desiredReplicas"] = 1
+    assert "HPA_CONFLICT" not in codes(_run(objects))
+
+
 # --- HPA_CPU_METRIC_ON_GPU --------------------------------------------------------------------------------
 
 SPIKE = _spike(

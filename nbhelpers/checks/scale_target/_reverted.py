@@ -142,9 +142,30 @@ def _replicas_reset(facts: ScaleTargetFacts) -> Finding | None:
             if writer.manager in autoscalers.KSERVE_FIELD_MANAGERS
         ]
         scalers = [unit for unit in facts.units if unit.target_key == ("Deployment", name) and not unit.kserve_owned]
-        if kserve and scalers:
-            return _reset_finding(facts, deployment, int(minimum), kserve, scalers)
+        if not kserve or not scalers:
+            continue
+        # Owning the field is not yet a fight: it takes the count falling back to minReplicas, or an autoscaler
+        # that wants more than the Deployment now has.
+        resets = _resets_to(facts, name, int(minimum))
+        wants_more = any(
+            (unit.hpa.desired_replicas or 0) > int(kube.spec(deployment).get("replicas") or 0)
+            for unit in scalers
+            if unit.hpa is not None
+        )
+        if resets or wants_more:
+            return _reset_finding(facts, deployment, int(minimum), kserve, scalers, resets)
     return None
+
+
+def _resets_to(facts: ScaleTargetFacts, deployment: str, minimum: int) -> list[str]:
+    """The Deployment controller's messages of scale-downs to ``minimum`` in the window."""
+    return [
+        str(event.get("message") or "")
+        for event in facts.events_of(deployment)
+        if event.get("reason") == "ScalingReplicaSet"
+        and (match := _SCALED_DOWN.search(str(event.get("message") or ""))) is not None
+        and int(match.group(2)) == minimum
+    ]
 
 
 def _reset_finding(
@@ -153,19 +174,13 @@ def _reset_finding(
     minimum: int,
     kserve: list[autoscalers.FieldWriter],
     scalers: list[Unit],
+    resets: list[str],
 ) -> Finding:
     name = kube.name(deployment)
     lines = [
         f"InferenceService annotation {kube.AUTOSCALER_CLASS_ANNOTATION}: external, spec.predictor.minReplicas {minimum}",
         *(f"{kube.ref(deployment)} managedFields: {writer.describe()}" for writer in kserve),
         *(unit.describe() for unit in scalers),
-    ]
-    resets = [
-        str(event.get("message") or "")
-        for event in facts.events_of(name)
-        if event.get("reason") == "ScalingReplicaSet"
-        and (match := _SCALED_DOWN.search(str(event.get("message") or ""))) is not None
-        and int(match.group(2)) == minimum
     ]
     if resets:
         lines.append(f"{len(resets)} scale-down(s) of Deployment {name} to minReplicas {minimum}: {resets[0]!r}")
