@@ -484,8 +484,8 @@ class ColdStartJudge:
         assert self.timeline is not None
         return Finding(
             code="COLDSTART_CHURN",
-            title=f"Ready pods dipped {len(explained)} times, from {what}, not from scaling down",
-            summary=f"The ready pods fell and came back {len(explained)} times in the window, but each dip lines up "
+            title=f"Ready pods dipped {_times(len(explained))}, from {what}, not from scaling down",
+            summary=f"The ready pods fell and came back {_times(len(explained))} in the window, but each such dip lines up "
             f"with {what}: the pods were replaced or taken away, not released by the autoscaler, so its scale-down "
             "settings are not the cause and lengthening them would not help.",
             objects=self.objects(),
@@ -536,6 +536,10 @@ class ColdStartJudge:
         held = ", ".join(f"{count}× {name}" for name, count in sorted(devices.items()))
         hours = sum(devices.values()) * 730
         return f"Cost: one replica holds {held} around the clock (≈{hours} GPU-hours a month) even with no traffic."
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
 
 
 def _explained_line(dip: Valley, causes: list[disruptions.Disruption]) -> str:

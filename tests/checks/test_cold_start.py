@@ -323,6 +323,18 @@ def test_dips_from_preemption_and_a_lost_spot_node_are_not_churn() -> None:
     assert "PodDisruptionBudget" in finding.remediation
 
 
+def test_a_new_revision_explains_the_dip_it_overlaps() -> None:
+    """Serverless: a Revision created at 11:09:50 replaced the pods of the first dip; the second dip alone is not
+    churn, so the step only names the rollout, as information."""
+    objects = load_case(SERVERLESS, "checks/COLDSTART_CHURN/serverless_scale_to_zero_flapping.yaml", drop=[BASE_POD])
+    revision = copy.deepcopy(next(obj for obj in objects if kube.ref(obj) == REVISION_1))
+    revision["metadata"].update(name="vllm-llm-predictor-00002", creationTimestamp="2026-01-15T11:09:50Z")
+    finding = only(_run([*objects, revision], _flapping()), "COLDSTART_CHURN")
+    assert finding.level is Severity.INFO
+    assert finding.title == "Ready pods dipped once, from rollouts, not from scaling down"
+    assert any("Revision vllm-llm-predictor-00002 created at 2026-01-15T11:09:50Z" in e for e in finding.evidence)
+
+
 def test_a_rollout_explains_only_the_dips_it_overlaps() -> None:
     """The rollout ended at 11:20 (its last scale-down, or ten minutes): the later dips are the HPA's."""
     objects = load_case(RAW, "checks/COLDSTART_CHURN/raw_rollout_new_replicaset.yaml")

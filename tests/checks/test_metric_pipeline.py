@@ -511,3 +511,15 @@ def test_keda_trigger_on_a_pod_metric_at_zero_replicas_never_activates() -> None
 def test_keda_trigger_query_with_series_is_fine() -> None:
     answer = [{"metric": {}, "values": [[WINDOW.start.timestamp() + 60, "3"]]}]
     assert "HPA_METRIC_SERIES_MISSING" not in codes(_run(RAW, CLUSTER, KEDA, metrics=_trigger(answer)))
+
+
+def test_keda_trigger_on_ingress_requests_without_traffic_is_information() -> None:
+    """An ingress' request series only exists once a request came: empty with no traffic anywhere is no fault."""
+    objects = load_case(RAW, CLUSTER, KEDA)
+    scaled_object = next(obj for obj in objects if obj["kind"] == "ScaledObject")
+    query = 'sum(rate(nginx_ingress_controller_requests{exported_namespace="llm"}[1m]))'
+    scaled_object["spec"]["triggers"][0]["metadata"]["query"] = query
+    metrics = {"keda-trigger.vllm-llm-predictor.0": {"promql": query, "result": []}}
+    finding = only(metric_pipeline.run(evidence_of(objects, metrics=metrics)), "HPA_METRIC_SERIES_MISSING")
+    assert finding.level is Severity.INFO
+    assert "may just mean no traffic" in finding.summary

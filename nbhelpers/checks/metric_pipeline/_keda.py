@@ -21,7 +21,7 @@ from nbhelpers.facts import autoscalers, common
 from nbhelpers.facts.autoscalers import Autoscaler, Metric
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding, Fix
-from nbhelpers.metrics import triggers
+from nbhelpers.metrics import series, triggers
 from nbhelpers.sources import kube
 from nbhelpers.util.times import format_time
 
@@ -73,6 +73,13 @@ def _no_series(pipeline: MetricPipeline, scaled_object: Autoscaler, metric: Metr
         + (f"; minReplicaCount {scaled_object.min_replicas}" if scaled_object.min_replicas is not None else "")
     )
     severity = None
+    if not pod_series and not _requests_seen(pipeline):
+        severity = Severity.INFO
+        summary += (
+            " No request reached the service in the window either (no request counter shows one), and series such "
+            "as an ingress' request count only exist once a request has come: the empty answer may just mean no "
+            "traffic."
+        )
     if pod_series and at_zero:
         severity = Severity.CRITICAL
         summary += (
@@ -90,6 +97,23 @@ def _no_series(pipeline: MetricPipeline, scaled_object: Autoscaler, metric: Metr
         fix=Fix(what=_remediation(pipeline, scaled_object, promql, bool(pod_series) and at_zero)),
         severity=severity,
     )
+
+
+# Request counters of the catalog: any sample above zero means requests reached the service in the window.
+_REQUEST_QUERIES = (
+    "vllm_request_rate",
+    "nginx_requests_by_status",
+    "istio_requests_by_code",
+    "knative_requests_by_code",
+)
+
+
+def _requests_seen(pipeline: MetricPipeline) -> bool:
+    for query_id in _REQUEST_QUERIES:
+        data = series.ok(pipeline.evidence.metrics.get(query_id))
+        if data is not None and any(value > 0 for item in data.series for _, value in item.samples):
+            return True
+    return False
 
 
 def _remediation(pipeline: MetricPipeline, scaled_object: Autoscaler, promql: str, at_zero: bool) -> str:
