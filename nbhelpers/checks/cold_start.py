@@ -242,11 +242,11 @@ class ColdStartJudge:
             f"cold start is {why}."
         )
         severity = None
+        scaled = self.settings.scaled_object
         trap = self._keda_cannot_wake()
-        if trap:
+        if trap and scaled is not None:
             summary += (
-                f" Worse, no trigger of {self.settings.scaled_object.ref if self.settings.scaled_object else 'KEDA'} "
-                f"can wake it: {trap}. At zero replicas no pod exports those series, KEDA reads the empty answer as "
+                f" Worse, no trigger of {scaled.ref} can wake it: {trap}. At zero replicas no pod exports those series, KEDA reads the empty answer as "
                 "0 (ignoreNullValues defaults to true) and never activates: once at zero the service stays there."
             )
             if self._at_zero_now():
@@ -271,7 +271,6 @@ class ColdStartJudge:
             evidence.append(f"5xx while no pod was ready: {errors[1]}")
         if trap:
             evidence.append(f"triggers that cannot activate from zero: {trap}")
-        scaled = self.settings.scaled_object
         if scaled is not None and scaled.owner is None:
             where = f"set {scaled.ref} spec.minReplicaCount to 1 (the ScaledObject is yours; KServe does not write it)"
             plan = patches.plan_patch(scaled.obj, _keep_one_keda_replica)
