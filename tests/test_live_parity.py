@@ -47,6 +47,9 @@ NEEDS_MORE_THAN_OBJECTS = {
     "QUEUE_SATURATION/serverless_max_num_seqs_32.yaml",  # metrics
     "KV_CACHE_PRESSURE/raw_long_contexts.yaml",  # metrics
     "KV_CACHE_PRESSURE/serverless_defaults.yaml",  # metrics
+    "COLDSTART_SCALE_TO_ZERO/raw_keda_scaled_object_at_zero.yaml",  # at zero: the test drops the base's pod
+    "COLDSTART_CHURN/raw_rollout_new_replicaset.yaml",  # the ready-pods series
+    "COLDSTART_CHURN/raw_preempted_and_spot_node_lost.yaml",  # the ready-pods series
 }
 
 

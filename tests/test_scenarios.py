@@ -10,6 +10,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
@@ -18,6 +19,7 @@ import yaml
 from promharness import free_port, require_prometheus_binaries
 
 from nbhelpers.checks import STEP_IDS
+from nbhelpers.errors import ReadFailed
 from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Evidence, Target
 from nbhelpers.findings.model import Finding, rank_root_causes
@@ -30,8 +32,8 @@ from nbhelpers.scenarios import (
     load_spec,
     scenario_bundle,
 )
-from nbhelpers.scenarios.answers import EVALUATORS, extrapolated_rate, histogram_quantile
-from nbhelpers.scenarios.generator import RAW_METRICS_FILE, SPEC_FILE
+from nbhelpers.scenarios.answers import EVALUATORS, RawStore, extrapolated_rate, histogram_quantile
+from nbhelpers.scenarios.generator import RAW_METRICS_FILE, SPEC_FILE, ScenarioMetrics
 from nbhelpers.scenarios.spec import ScenarioSpec, parse_spec
 from nbhelpers.scenarios.validator import validate_bundle
 from nbhelpers.sources import kinds, kube
@@ -1214,3 +1216,13 @@ def test_two_causes_each_leave_their_own_evidence(bundles: dict[str, dict[str, b
     queued = [t for t, v in series_values(files, "vllm_waiting") if v >= 1 and t > since]
     assert len(queued) >= 20 and all(running[t] < 32 and usage[t] >= 0.97 for t in queued)
     assert max(v for _, v in series_values(files, "vllm_preemptions_rate")) > 0
+
+
+def test_queries_outside_the_catalog_are_not_answered() -> None:
+    """gather() also runs KEDA triggers' own PromQL; the simulator answers catalog queries only, so such a query is
+    a missing read, never an empty answer that would read as "no series"."""
+    metrics = ScenarioMetrics(load_spec("healthy-raw"), RawStore(()))
+    moment = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    with pytest.raises(ReadFailed) as failed:
+        metrics.query_range("keda-trigger.x.0", "sum(vllm:num_requests_waiting)", moment, moment, 15)
+    assert failed.value.status == "missing"

@@ -10,7 +10,9 @@ What it reads and why:
   Scale-to-zero needs the KPA class (``autoscaling.knative.dev/class``, KServe's default
   ``kpa.autoscaling.knative.dev``) and ``enable-scale-to-zero`` (default "true") in ``config-autoscaler``;
   "Scale to zero can only be enabled if you are using the KnativePodAutoscaler" (knative.dev
-  docs/serving/autoscaling/scale-to-zero). RawDeployment never scales to zero (docs/upstream-facts.md).
+  docs/serving/autoscaling/scale-to-zero). RawDeployment reaches zero only through KEDA: a ScaledObject's
+  ``minReplicaCount`` defaults to 0, and KServe 0.15's keda class writes ``spec.predictor.minReplicas`` there, 0
+  allowed (kserve/kserve pkg/controller/v1beta1/inferenceservice/reconcilers/keda/keda_reconciler.go).
 - **config-autoscaler keys and defaults** (knative.dev docs/serving/autoscaling/scale-to-zero and
   scale-bounds): ``enable-scale-to-zero`` true, ``scale-to-zero-grace-period`` 30s,
   ``scale-to-zero-pod-retention-period`` 0s (annotation ``autoscaling.knative.dev/scale-to-zero-pod-retention-period``),
@@ -32,7 +34,8 @@ Decisions:
 
 - ``COLDSTART_SCALE_TO_ZERO``: the revision can reach zero and its cold start (measured, else a labelled
   estimate of the model load) is at least 30 s, or the shortest timeout on the request path when that is
-  shorter. 30 s is about as long as an interactive caller waits before it retries or gives up, and GKE's
+  shorter. With KEDA it is critical when no trigger can wake the predictor from zero (every one reads the
+  pods' own series or resource usage) and it sits at zero now. 30 s is about as long as an interactive caller waits before it retries or gives up, and GKE's
   backend default; every LLM with more than a couple of billion parameters loads for longer. Raised to
   critical when 5xx answers fall into the periods with no ready pod.
 - ``COLDSTART_EXCEEDS_TIMEOUT``: compared with measurements only (p95 of completed cold starts, raised to
@@ -43,7 +46,9 @@ Decisions:
   RawDeployment nothing holds a request while no pod is ready (it is refused at once), so only Serverless
   is compared.
 - ``COLDSTART_CHURN``: at least two valleys (a fall in ready pods followed by a rise) in the window, leaving
-  out valleys during which a container restarted (that is a crash, not a scale-down). When the scale-down
+  out valleys during which a container restarted (that is a crash, not a scale-down) and valleys that a rollout,
+  an eviction or a lost node explains (:mod:`nbhelpers.facts.disruptions`). When only such dips remain, the
+  finding is information that names what took the pods. When the scale-down
   delay in effect now covers the longest valley, the finding is reported as info: the settings would have
   held those pods.
 """
@@ -55,7 +60,7 @@ from dataclasses import dataclass
 
 from nbhelpers.errors import StepSkipped
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import common, timeout_layers
+from nbhelpers.facts import autoscalers, common, disruptions, timeout_layers
 from nbhelpers.facts import timeout_path as chain
 from nbhelpers.facts.cold_starts import (
     MAX_LISTED,
@@ -65,10 +70,12 @@ from nbhelpers.facts.cold_starts import (
     errors_during,
     pod_timeline,
 )
+from nbhelpers.facts.pod_phases import Valley
 from nbhelpers.findings import patches
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.findings.steps import StepInfo
+from nbhelpers.metrics import triggers
 from nbhelpers.models import kpa
 from nbhelpers.sources import kinds, kube
 from nbhelpers.util.times import duration_seconds
@@ -223,12 +230,28 @@ class ColdStartJudge:
             return None
         errors = errors_during(self.evidence, self.timeline.zero_periods()) if self.timeline else None
         label = "estimated" if estimated else "measured"
+        waits = (
+            "waits for a new pod to be scheduled, pull its image and load the model"
+            if self.settings.serverless
+            else "finds no pod at all: nothing holds it in RawDeployment, so it fails until KEDA has activated the "
+            "Deployment and a new pod has pulled its image and loaded the model"
+        )
         summary = (
             f"The predictor can scale to zero ({self.zero_reason}), and a cold start takes {seconds:.0f} s "
-            f"({label}: {basis}). Every request that arrives after an idle period waits for a new pod to be "
-            f"scheduled, pull its image and load the model; the threshold for a long cold start is {why}."
+            f"({label}: {basis}). Every request that arrives after an idle period {waits}; the threshold for a long "
+            f"cold start is {why}."
         )
         severity = None
+        scaled = self.settings.scaled_object
+        trap = self._keda_cannot_wake()
+        if trap and scaled is not None:
+            summary += (
+                f" Worse, no trigger of {scaled.ref} can wake it: {trap}. At zero replicas no pod exports those series, KEDA reads the empty answer as "
+                "0 (ignoreNullValues defaults to true) and never activates: once at zero the service stays there."
+            )
+            if self._at_zero_now():
+                severity = Severity.CRITICAL
+                summary += " Raised to critical: the predictor has no ready pod now."
         if errors is not None:
             severity = Severity.CRITICAL
             summary += (
@@ -246,13 +269,27 @@ class ColdStartJudge:
                 )
         if errors is not None:
             evidence.append(f"5xx while no pod was ready: {errors[1]}")
+        if trap:
+            evidence.append(f"triggers that cannot activate from zero: {trap}")
+        if scaled is not None and scaled.owner is None:
+            where = f"set {scaled.ref} spec.minReplicaCount to 1 (the ScaledObject is yours; KServe does not write it)"
+            plan = patches.plan_patch(scaled.obj, _keep_one_keda_replica)
+        else:
+            where = "set spec.predictor.minReplicas to 1 (KServe writes it as the " + (
+                "revision's min-scale)" if self.settings.serverless else "ScaledObject's minReplicaCount)"
+            )
+            plan = patches.plan_patch(self.evidence.isvc, _set_min_replicas)
         what = (
-            "Keep one replica warm: set spec.predictor.minReplicas to 1 (KServe writes it as the revision's "
-            f"min-scale). {self._gpu_cost()} If the cost is not acceptable, keep scale-to-zero but make the "
-            "callers wait longer than the cold start (revision timeout, gateway and client timeouts) and "
+            f"Keep one replica warm: {where}. {self._gpu_cost()} If the cost is not acceptable, keep scale-to-zero but "
+            "make the callers wait longer than the cold start (revision timeout, gateway and client timeouts) and "
             "shorten the load (image pre-pulled on the GPU nodes, weights on a local cache)."
         )
-        plan = patches.plan_patch(self.evidence.isvc, _set_min_replicas)
+        if trap:
+            what += (
+                " To keep scaling to zero with KEDA, activate on a signal that exists without pods (the ingress or "
+                "gateway request rate for this service, or KEDA's HTTP add-on, which also holds requests while it "
+                "activates)."
+            )
         return Finding(
             code="COLDSTART_SCALE_TO_ZERO",
             title=f"Scale-to-zero on an LLM whose cold start takes {seconds:.0f} s ({label})",
@@ -338,9 +375,15 @@ class ColdStartJudge:
     def churn(self) -> Finding | None:
         if self.timeline is None:
             return None
-        valleys = self.timeline.churn()
+        dips = self.timeline.churn()
+        found = disruptions.disruptions(self.evidence)
+        slack = 2 * self.timeline.step
+        explained = {
+            dip: causes for dip in dips if (causes := disruptions.explaining(found, dip.fell_at, dip.rose_at, slack))
+        }
+        valleys = [dip for dip in dips if dip not in explained]
         if len(valleys) < MIN_VALLEYS:
-            return None
+            return self._not_churn(explained) if len(dips) >= MIN_VALLEYS else None
         longest = max(valley.seconds for valley in valleys)
         errors = errors_during(self.evidence, [(v.fell_at, v.rose_at) for v in valleys])
         cold = self.cold.sizing()
@@ -359,6 +402,7 @@ class ColdStartJudge:
             )
         if not self.timeline.restarts_known:
             evidence.append("restart counters not available: dips caused by crashes cannot be told apart")
+        evidence += [_explained_line(dip, causes) for dip, causes in explained.items()]
         evidence += self.settings.lines()
         severity = None
         if errors is not None:
@@ -419,6 +463,67 @@ class ColdStartJudge:
             severity=severity,
         )
 
+    def _not_churn(self, explained: dict[Valley, list[disruptions.Disruption]]) -> Finding:
+        """The ready pods dipped, but a rollout, an eviction or a lost node took them: say so, as information."""
+        kinds_seen = sorted({cause.kind for causes in explained.values() for cause in causes})
+        names = {disruptions.ROLLOUT: "rollouts", disruptions.EVICTION: "evictions", disruptions.NODE: "lost nodes"}
+        what = " and ".join(names[kind] for kind in kinds_seen)
+        advice = []
+        if disruptions.ROLLOUT in kinds_seen:
+            advice.append(
+                "for rollouts, a strategy that starts the new pod before it stops an old one (maxUnavailable 0 "
+                "and maxSurge 1 in spec.predictor.deploymentStrategy in RawDeployment; Knative keeps the old "
+                "revision until the new one is ready)"
+            )
+        if disruptions.EVICTION in kinds_seen or disruptions.NODE in kinds_seen:
+            advice.append(
+                "for evictions and lost nodes, a PodDisruptionBudget on the predictor pods, and on-demand rather "
+                "than spot GPU nodes for the last replicas"
+            )
+        assert self.timeline is not None
+        return Finding(
+            code="COLDSTART_CHURN",
+            title=f"Ready pods dipped {_times(len(explained))}, from {what}, not from scaling down",
+            summary=f"The ready pods fell and came back {_times(len(explained))} in the window, but each such dip lines up "
+            f"with {what}: the pods were replaced or taken away, not released by the autoscaler, so its scale-down "
+            "settings are not the cause and lengthening them would not help.",
+            objects=self.objects(),
+            evidence=(self.timeline.describe(), *(_explained_line(dip, causes) for dip, causes in explained.items())),
+            fix=Fix(
+                what="Nothing to change in the autoscaler. To keep capacity through such events: "
+                + "; ".join(advice)
+                + "."
+            ),
+            severity=Severity.INFO,
+        )
+
+    def _keda_cannot_wake(self) -> str:
+        """When every trigger of the predictor's ScaledObject reads something that only exists while pods run
+        (cpu/memory, or a prometheus query on the vLLM pods' own series), what they read; else ``""``.
+
+        KEDA activates a ScaledObject at zero only from a trigger whose value exceeds its activation threshold
+        (keda.sh docs/concepts/scaling-deployments); a query on ``vllm:*`` has no series with no pod
+        (llm-d/llm-d PR #2492 met the same with the EPP's queue metric)."""
+        scaled = self.settings.scaled_object
+        if scaled is None or not scaled.metrics:
+            return ""
+        blind = []
+        for metric in scaled.metrics:
+            if metric.trigger in autoscalers.KEDA_RESOURCE_TRIGGERS:
+                blind.append(f"{metric.trigger} (pod resource usage)")
+                continue
+            query = metric.trigger_metadata.get("query", "") if metric.trigger == "prometheus" else ""
+            series = triggers.pod_series(query)
+            if not series:
+                return ""
+            blind.append(f"prometheus query on {', '.join(series)}")
+        return "; ".join(blind)
+
+    def _at_zero_now(self) -> bool:
+        if any(kube.pod_ready(pod) for pod in common.predictor_pods(self.evidence)):
+            return False
+        return self.timeline is None or not self.timeline.samples or self.timeline.samples[-1][1] <= 0
+
     def _gpu_cost(self) -> str:
         try:
             workload = common.current_workload(self.evidence)
@@ -430,6 +535,21 @@ class ColdStartJudge:
         held = ", ".join(f"{count}× {name}" for name, count in sorted(devices.items()))
         hours = sum(devices.values()) * 730
         return f"Cost: one replica holds {held} around the clock (≈{hours} GPU-hours a month) even with no traffic."
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
+
+
+def _explained_line(dip: Valley, causes: list[disruptions.Disruption]) -> str:
+    return f"not counted: dip {dip.describe()}: " + "; ".join(cause.text for cause in causes[:3])
+
+
+def _keep_one_keda_replica(scaled_object: common.KubeObject) -> None:
+    spec = scaled_object.setdefault("spec", {})
+    spec["minReplicaCount"] = 1
+    spec.pop("idleReplicaCount", None)
+    scaled_object.pop("status", None)
 
 
 def _set_min_replicas(isvc: common.KubeObject) -> None:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from nbhelpers.errors import ReadFailed, RunbookError
 from nbhelpers.evidence.model import ContainerLog, Evidence, ReadRecord, SiteConfig, Target
-from nbhelpers.metrics import catalog
+from nbhelpers.metrics import catalog, triggers
 from nbhelpers.metrics.series import MetricData
 from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import (
@@ -138,6 +138,8 @@ def gather(
 
     note("querying Prometheus")
     metric_data = _query_metrics(metrics, target, window, reader.records, predictor_hpa_names(reader.objects, target))
+    if metrics is not None and not any(data.status in ("unreachable", "timeout") for data in metric_data.values()):
+        metric_data.update(_query_triggers(metrics, reader.objects, target.namespace, window))
 
     objects, events, logs, metric_data, secrets = _redact(reader.objects, events, logs, metric_data)
     versions = _detect_versions(cluster, logs, reader.records)
@@ -444,6 +446,38 @@ def _query_metrics(
                 "in the window: check that this Prometheus scrapes the service",
             )
         )
+    return results
+
+
+def _query_triggers(
+    metrics: MetricsSource,
+    buckets: Mapping[str, Mapping[str, KubeObject]],
+    namespace: str,
+    window: Window,
+) -> dict[str, MetricData]:
+    """The PromQL of the KEDA prometheus triggers in the namespace, over the window (:mod:`nbhelpers.metrics.triggers`).
+
+    A failed query is kept with its status for the check to report; it is not a lost read of the run (the
+    trigger may name another Prometheus than the one configured here)."""
+    step = query_step_seconds(window)
+    results: dict[str, MetricData] = {}
+    scaled_objects = sorted(buckets.get(kinds.SCALED_OBJECT.key, {}).values(), key=kube.name)
+    for scaled_object in scaled_objects:
+        if kube.namespace(scaled_object) != namespace:
+            continue
+        for index, promql in triggers.prometheus_queries(scaled_object):
+            if len(results) >= triggers.MAX_QUERIES:
+                return results
+            query_id = triggers.query_id(kube.name(scaled_object), index)
+            try:
+                answer = metrics.query_range(query_id, promql, window.start, window.end, step)
+            except ReadFailed as failure:
+                results[query_id] = _redact_metric(
+                    MetricData(query_id, promql, 0, step, failure.status, error=failure.reason)
+                )
+                continue
+            status = "ok" if answer.series else "empty"
+            results[query_id] = _redact_metric(MetricData(query_id, promql, 0, step, status, answer.series))
     return results
 
 

@@ -158,7 +158,8 @@ def resolve(evidence: Evidence) -> tuple[Autoscaler, ...]:
     revision's ``-deployment``, or KServe's name for either: ``<isvc>-predictor``,
     ``<isvc>-predictor-0000N-deployment``); or the object is
     owned by the InferenceService, labelled ``serving.kserve.io/inferenceservice=<isvc>``, named
-    ``<isvc>-predictor...``, or owned by a ScaledObject / PodAutoscaler that is tied itself.
+    ``<isvc>-predictor...``, or owned by a ScaledObject / PodAutoscaler that is tied itself; an HPA whose
+    target is missing is tied by its target's, its own name or its labels (:meth:`_Context.stale_target`).
     """
     context = _Context(evidence)
     scaled_objects = [context.scaled_object(obj) for obj in context.in_namespace(kinds.SCALED_OBJECT)]
@@ -168,6 +169,48 @@ def resolve(evidence: Evidence) -> tuple[Autoscaler, ...]:
     found = [a for a in (*hpas, *scaled_objects, *pod_autoscalers) if a is not None]
     order = {HPA: 0, SCALED_OBJECT: 1, POD_AUTOSCALER: 2}
     return tuple(sorted(found, key=lambda a: (order[a.kind], a.name)))
+
+
+# The field manager KServe's controller writes with: controller-runtime names it after the binary (cmd/manager).
+KSERVE_FIELD_MANAGERS = frozenset({"manager"})
+# The HPA controller's own writes (status, and the scale subresource of its target).
+HPA_CONTROLLER_MANAGER = "kube-controller-manager"
+
+
+@dataclass(frozen=True)
+class FieldWriter:
+    """One ``metadata.managedFields`` entry that owns fields under ``spec`` (status and scale writes left out)."""
+
+    manager: str
+    operation: str
+    time: str | None
+    fields: tuple[str, ...]
+
+    def describe(self) -> str:
+        when = f" at {self.time}" if self.time else ""
+        return f"{self.manager} ({self.operation}{when}) owns spec.{', spec.'.join(self.fields)}"
+
+
+def spec_writers(obj: Mapping[str, Any], field_name: str | None = None) -> tuple[FieldWriter, ...]:
+    """The field managers that wrote ``spec`` (or only ``spec.<field_name>``) of ``obj``, from its managedFields.
+
+    A field written through the ``scale`` or ``status`` subresource is left out: that is an autoscaler doing its
+    job, not someone editing the object.
+    """
+    writers = []
+    for entry in kube.metadata(obj).get("managedFields") or []:
+        if not isinstance(entry, Mapping) or entry.get("subresource"):
+            continue
+        spec_fields = ((entry.get("fieldsV1") or {}).get("f:spec")) or {}
+        if not isinstance(spec_fields, Mapping):
+            continue
+        owned = tuple(sorted(key[2:] for key in spec_fields if isinstance(key, str) and key.startswith("f:")))
+        if not owned or (field_name is not None and field_name not in owned):
+            continue
+        writers.append(
+            FieldWriter(str(entry.get("manager") or "?"), str(entry.get("operation") or "?"), entry.get("time"), owned)
+        )
+    return tuple(writers)
 
 
 def describe_selector(selector: Mapping[str, Any]) -> str:
@@ -262,6 +305,8 @@ class _Context:
         # KServe's Deployment names (RawDeployment, and a Knative revision's): a scaleTargetRef of this form
         # aims at the predictor even when the Deployment is missing from the evidence.
         self.predictor_pattern = re.compile(rf"^{re.escape(self.prefix)}(?:-\d{{5}}-deployment)?$")
+        # The names before KServe 0.11 (a "default" component): ``<isvc>-predictor-default`` and its revisions'.
+        self.legacy_pattern = re.compile(rf"^{re.escape(self.prefix)}-default(?:-\d{{5}}-deployment)?$")
         self.workloads: dict[tuple[str, str], KubeObject] = {}
         for kind in (kinds.DEPLOYMENT, kinds.REPLICA_SET):
             for obj in self.in_namespace(kind):
@@ -288,6 +333,30 @@ class _Context:
         predictor = kind == "Deployment" and known
         return ScaleTarget(kind, name, str(ref.get("apiVersion") or "apps/v1"), found), predictor
 
+    def stale_target(self, obj: Mapping[str, Any], target: ScaleTarget, targets_predictor: bool) -> str | None:
+        """Why an autoscaler whose scale target does not exist belongs to this service, ``None`` when it does not.
+
+        A hand-made HPA outlives renames: before KServe 0.11 the RawDeployment Deployment was
+        ``<isvc>-predictor-default``, so an HPA written then names a Deployment that no longer exists and reports
+        ``AbleToScale=False, FailedGetScale``. It is tied when its target is that old name, or when it is named
+        or labelled after the service and its target is no other service's predictor (an HPA left out here would read as "no autoscaler acts on the predictor" and lead the user to
+        add a second one).
+        """
+        if targets_predictor or target.found is not None or not target.name:
+            return None
+        if self.legacy_pattern.match(target.name):
+            return f"its scaleTargetRef names {target.describe()}, the name KServe before 0.11 gave this predictor"
+        other = re.match(r"^(.+)-predictor(?:-|$)", target.name)
+        if other is not None and other.group(1) != self.isvc:
+            return None
+        name = kube.name(obj)
+        if name == self.isvc or name.startswith(self.isvc + "-"):
+            return f"named after InferenceService {self.isvc}, and its scale target {target.describe()} is missing"
+        label = next((key for key, value in sorted(kube.labels(obj).items()) if value == self.isvc), None)
+        if label is not None:
+            return f"labelled {label}={self.isvc}, and its scale target {target.describe()} is missing"
+        return None
+
     def ties(self, obj: Mapping[str, Any], targets_predictor: bool, parents: frozenset[str] = frozenset()) -> list[str]:
         why = []
         if targets_predictor:
@@ -308,6 +377,9 @@ class _Context:
     def hpa(self, obj: KubeObject, parents: frozenset[str]) -> Autoscaler | None:
         scale_target, predictor = self.target(kube.spec(obj).get("scaleTargetRef") or {})
         why = self.ties(obj, predictor, parents)
+        stale = None if why else self.stale_target(obj, scale_target, predictor)
+        if stale is not None:
+            why.append(stale)
         if not why:
             return None
         status = kube.status(obj)

@@ -15,7 +15,8 @@ from typing import Any
 
 from nbhelpers.errors import StepSkipped
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import common, pod_phases, vllm_args
+from nbhelpers.facts import autoscalers, common, pod_phases, vllm_args
+from nbhelpers.facts.autoscalers import Autoscaler
 from nbhelpers.facts.pod_phases import Distribution, PodPhases, Valley
 from nbhelpers.metrics import series as metric_series
 from nbhelpers.metrics.series import MetricData
@@ -53,6 +54,7 @@ class ScaleSettings:
         self.config: Mapping[str, str] = dict((config or {}).get("data") or {})
         self.config_name = f"{evidence.site.knative_namespace}/config-autoscaler"
         self.config_seen = config is not None
+        self.scaled_object = None if self.serverless else _predictor_scaled_object(evidence)
 
     @property
     def isvc_ref(self) -> str:
@@ -96,7 +98,7 @@ class ScaleSettings:
     def zero_allowed(self) -> tuple[bool, str]:
         """Whether the revision can scale to zero, and why (or why not)."""
         if not self.serverless:
-            return False, "RawDeployment: KServe never scales the predictor to zero"
+            return self._keda_zero_allowed()
         minimum, source = self.min_replicas()
         if minimum > 0:
             return False, f"min-scale {minimum} ({source})"
@@ -107,6 +109,18 @@ class ScaleSettings:
         if not enabled:
             return False, f"{self.config_name} enable-scale-to-zero is false: Knative keeps one replica"
         return True, f"min-scale 0 ({source}), class {autoscaler}, enable-scale-to-zero true"
+
+    def _keda_zero_allowed(self) -> tuple[bool, str]:
+        """RawDeployment reaches zero only through KEDA: a ScaledObject with minReplicaCount 0 (KEDA's default; KServe's
+        keda class writes spec.predictor.minReplicas there, 0 allowed: keda_reconciler.go) or idleReplicaCount 0."""
+        scaled = self.scaled_object
+        if scaled is None:
+            return False, "RawDeployment without a KEDA ScaledObject: the HPA never scales the predictor to zero"
+        if scaled.min_replicas == 0:
+            return True, f"{scaled.ref} minReplicaCount 0 ({_keda_min_source(scaled)})"
+        if kube.spec(scaled.obj).get("idleReplicaCount") == 0:
+            return True, f"{scaled.ref} idleReplicaCount 0: KEDA scales to zero while no trigger is active"
+        return False, f"{scaled.ref} minReplicaCount {scaled.min_replicas} ({_keda_min_source(scaled)})"
 
     def scale_down_delay(self) -> tuple[float, Setting]:
         setting = self._annotation(kpa.SCALE_DOWN_DELAY_KEYS, "scale-down-delay", "0s")
@@ -122,6 +136,8 @@ class ScaleSettings:
                 lines.append(f"{field}: {self.predictor[field]} (spec.predictor.{field})")
         if not self.serverless:
             lines.append(f"autoscaler class: {self.autoscaler_class()} ({kube.AUTOSCALER_CLASS_ANNOTATION})")
+            if self.scaled_object is not None:
+                lines.append(f"KEDA: {self._keda_zero_allowed()[1]}")
             return lines
         settings = [
             self._annotation(CLASS_KEYS, None, kpa.KNATIVE_KPA_CLASS),
@@ -140,6 +156,22 @@ class ScaleSettings:
             value = self.config.get(key)
             lines.append(f"{key}: {value} ({self.config_name})" if value else f"{key}: {default} (Knative's default)")
         return lines
+
+
+def _predictor_scaled_object(evidence: Evidence) -> Autoscaler | None:
+    """The KEDA ScaledObject that scales the predictor's Deployment, if any."""
+    return next(
+        (a for a in autoscalers.resolve(evidence) if a.kind == autoscalers.SCALED_OBJECT and a.targets_predictor),
+        None,
+    )
+
+
+def _keda_min_source(scaled: Autoscaler) -> str:
+    if "minReplicaCount" not in kube.spec(scaled.obj):
+        return "not set: KEDA's default is 0"
+    if (scaled.owner or "").startswith("InferenceService/"):
+        return "written by KServe from spec.predictor.minReplicas"
+    return "spec.minReplicaCount"
 
 
 def _integer(value: object) -> int | None:

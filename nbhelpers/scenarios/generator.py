@@ -88,7 +88,10 @@ class ScenarioMetrics:
         """Nothing to release: everything is in memory."""
 
     def query_range(self, query_id: str, promql: str, start: datetime, end: datetime, step_seconds: int) -> RangeResult:
-        spec = catalog.BY_ID[query_id]
+        spec = catalog.BY_ID.get(query_id)
+        # A query of the cluster's own (a KEDA trigger's PromQL): the raw series answer the catalog only.
+        if spec is None:
+            raise ReadFailed(query_id, "missing", "the scenario simulator answers the metric catalog's queries only")
         first = catalog.render(spec, 0, self.spec.isvc.namespace, self.spec.isvc.name, step_seconds)
         if promql != first:
             return RangeResult(promql=promql)  # the raw series use the newest metric names only

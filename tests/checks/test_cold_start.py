@@ -294,6 +294,63 @@ def test_raw_hpa_churn_has_no_patch_on_a_kserve_owned_hpa() -> None:
     assert "stabilizationWindowSeconds) beyond 480 s" in finding.remediation
 
 
+def _two_dips() -> dict[str, dict[str, Any]]:
+    return _metrics(pod_ready=[_series(_spans((0, 10, 2), (10, 15, 1), (15, 30, 2), (30, 38, 1), (38, 60, 2)))])
+
+
+def test_dips_of_a_rollout_are_not_churn() -> None:
+    """Issue #15 item 14: a new ReplicaSet replacing the old one takes pods away; the HPA did not."""
+    objects = load_case(RAW, "checks/COLDSTART_CHURN/raw_rollout_new_replicaset.yaml")
+    finding = only(_run(objects, _two_dips()), "COLDSTART_CHURN")
+    assert finding.level is Severity.INFO
+    assert finding.title == "Ready pods dipped 2 times, from rollouts, not from scaling down"
+    assert any(
+        "rollout: ReplicaSet vllm-llm-predictor-5c4b3a2d1 created at 2026-01-15T11:09:45Z, replacing "
+        "vllm-llm-predictor-6d5f8b7c9" in line
+        for line in finding.evidence
+    )
+    assert "maxUnavailable 0" in finding.remediation
+
+
+def test_dips_from_preemption_and_a_lost_spot_node_are_not_churn() -> None:
+    objects = load_case(RAW, "checks/COLDSTART_CHURN/raw_preempted_and_spot_node_lost.yaml")
+    finding = only(_run(objects, _two_dips()), "COLDSTART_CHURN")
+    assert finding.level is Severity.INFO
+    assert finding.title == "Ready pods dipped 2 times, from evictions and lost nodes, not from scaling down"
+    lines = "\n".join(finding.evidence)
+    assert "Preempted on Pod vllm-llm-predictor-6d5f8b7c9-a1b2c" in lines
+    assert "Node gpu-node-b Ready=Unknown (NodeStatusUnknown)" in lines
+    assert "PodDisruptionBudget" in finding.remediation
+
+
+def test_a_new_revision_explains_the_dip_it_overlaps() -> None:
+    """Serverless: a Revision created at 11:09:50 replaced the pods of the first dip; the second dip alone is not
+    churn, so the step only names the rollout, as information."""
+    objects = load_case(SERVERLESS, "checks/COLDSTART_CHURN/serverless_scale_to_zero_flapping.yaml", drop=[BASE_POD])
+    revision = copy.deepcopy(next(obj for obj in objects if kube.ref(obj) == REVISION_1))
+    revision["metadata"].update(name="vllm-llm-predictor-00002", creationTimestamp="2026-01-15T11:09:50Z")
+    finding = only(_run([*objects, revision], _flapping()), "COLDSTART_CHURN")
+    assert finding.level is Severity.INFO
+    assert finding.title == "Ready pods dipped once, from rollouts, not from scaling down"
+    assert any("Revision vllm-llm-predictor-00002 created at 2026-01-15T11:09:50Z" in e for e in finding.evidence)
+
+
+def test_a_rollout_explains_only_the_dips_it_overlaps() -> None:
+    """The rollout ended at 11:20 (its last scale-down, or ten minutes): the later dips are the HPA's."""
+    objects = load_case(RAW, "checks/COLDSTART_CHURN/raw_rollout_new_replicaset.yaml")
+    down = next(obj for obj in objects if kube.name(obj) == "vllm-llm-predictor.down")
+    down["lastTimestamp"] = "2026-01-15T11:10:00Z"
+    metrics = _metrics(
+        pod_ready=[
+            _series(_spans((0, 10, 2), (10, 15, 1), (15, 30, 2), (30, 38, 1), (38, 45, 2), (45, 50, 1), (50, 60, 2)))
+        ]
+    )
+    finding = only(_run(objects, metrics), "COLDSTART_CHURN")
+    assert finding.level is Severity.WARNING
+    assert finding.title == "Ready pods fell and came back 2 times in the window"
+    assert any(line.startswith("not counted: dip 2 → 1 at 2026-01-15T11:10:00Z") for line in finding.evidence)
+
+
 def test_dips_with_a_container_restart_are_crashes_not_churn() -> None:
     objects = load_case(RAW)
     metrics = _metrics(
@@ -324,7 +381,73 @@ def test_raw_deployment_never_scales_to_zero() -> None:
     objects = load_case(RAW, "checks/healthy/cold_start_raw_min_zero.yaml")
     assert _run(objects) == []
     settings = cold_starts.ScaleSettings(evidence_of(objects))
-    assert settings.zero_allowed() == (False, "RawDeployment: KServe never scales the predictor to zero")
+    assert settings.zero_allowed() == (
+        False,
+        "RawDeployment without a KEDA ScaledObject: the HPA never scales the predictor to zero",
+    )
+
+
+# --- RawDeployment with KEDA (issue #15 item 4) -------------------------------------------------------------
+
+KEDA_AT_ZERO = "checks/COLDSTART_SCALE_TO_ZERO/raw_keda_scaled_object_at_zero.yaml"
+RAW_POD = "Pod/llm/vllm-llm-predictor-6d5f8b7c9-q8w2e"
+SCALED_OBJECT_REF = "ScaledObject.keda.sh/llm/vllm-llm-scaler"
+WAITING_QUERY = 'sum(vllm:num_requests_waiting{namespace="llm", pod=~"vllm-llm-predictor-.+"})'
+
+
+def _keda_metrics(trigger_result: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The ready pods fell to zero at 11:20; the trigger's own query answered ``trigger_result`` (gather runs it)."""
+    metrics = _metrics(pod_ready=[_series(_spans((0, 20, 1), (20, 60, 0)))])
+    metrics["keda-trigger.vllm-llm-scaler.0"] = {"promql": WAITING_QUERY, "result": trigger_result}
+    return metrics
+
+
+def _scaled_object(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(obj for obj in objects if kube.ref(obj) == SCALED_OBJECT_REF)
+
+
+def test_keda_scales_a_raw_deployment_to_zero_on_a_metric_only_its_pods_export() -> None:
+    objects = load_case(RAW, KEDA_AT_ZERO, drop=(RAW_POD,))
+    finding = only(_run(objects, _keda_metrics([])), "COLDSTART_SCALE_TO_ZERO")
+    assert finding.level is Severity.CRITICAL
+    assert f"{SCALED_OBJECT_REF} minReplicaCount 0 (not set: KEDA's default is 0)" in finding.summary
+    assert "can wake it: prometheus query on vllm:num_requests_waiting" in finding.summary
+    assert "the predictor has no ready pod now" in finding.summary
+    # The ScaledObject is the user's: the patch keeps one replica there, not on the InferenceService.
+    assert finding.patch is not None and finding.patch.target == SCALED_OBJECT_REF
+    assert _patch_body(finding) == {"spec": {"minReplicaCount": 1}}
+    assert "COLDSTART_SCALE_TO_ZERO" not in codes(_run(apply_patch(objects, finding), _keda_metrics([])))
+
+
+def test_kserve_keda_class_passes_min_replicas_zero_to_keda() -> None:
+    """KServe 0.15's keda reconciler writes spec.predictor.minReplicas (0 allowed) as minReplicaCount."""
+    objects = load_case(RAW, KEDA_AT_ZERO, drop=(RAW_POD,))
+    isvc = next(obj for obj in objects if obj["kind"] == "InferenceService")
+    isvc["metadata"]["annotations"]["serving.kserve.io/autoscalerClass"] = "keda"
+    isvc["spec"]["predictor"]["minReplicas"] = 0
+    scaled = _scaled_object(objects)
+    scaled["spec"]["minReplicaCount"] = 0
+    scaled["metadata"]["ownerReferences"] = [
+        {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "name": "vllm-llm", "controller": True}
+    ]
+    finding = only(_run(objects, _keda_metrics([])), "COLDSTART_SCALE_TO_ZERO")
+    assert "written by KServe from spec.predictor.minReplicas" in finding.summary
+    assert finding.patch is not None and finding.patch.target == ISVC_REF
+    assert _patch_body(finding) == {"spec": {"predictor": {"minReplicas": 1}}}
+
+
+def test_keda_with_a_warm_replica_or_a_trigger_that_exists_at_zero() -> None:
+    objects = load_case(RAW, KEDA_AT_ZERO, drop=(RAW_POD,))
+    _scaled_object(objects)["spec"]["minReplicaCount"] = 1
+    assert "COLDSTART_SCALE_TO_ZERO" not in codes(_run(objects, _keda_metrics([])))
+    # Scaling to zero on the ingress' request rate can wake up: a long cold start, not a trap.
+    objects = load_case(RAW, KEDA_AT_ZERO, drop=(RAW_POD,))
+    _scaled_object(objects)["spec"]["triggers"][0]["metadata"]["query"] = (
+        'sum(rate(nginx_ingress_controller_requests{exported_namespace="llm", exported_service="vllm-llm-predictor"}[1m]))'
+    )
+    finding = only(_run(objects, _keda_metrics([])), "COLDSTART_SCALE_TO_ZERO")
+    assert finding.level is Severity.WARNING
+    assert "can wake it" not in finding.summary
 
 
 def test_pod_that_waited_for_a_node_within_the_deadline_is_healthy() -> None:

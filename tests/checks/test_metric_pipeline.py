@@ -475,3 +475,51 @@ def test_healthy_adapter_with_real_prometheus_series(
     # predictor pods, so the adapter's rule is verified by real PromQL and nothing is reported.
     objects = load_case(RAW, CLUSTER, ADAPTER)
     assert _live_findings(objects, fake_api, kubeconfig, prometheus_server.url) == []
+
+
+# --- KEDA's own trigger query (issue #15 item 4) -------------------------------------------------------------
+
+KEDA_QUERY = 'sum(vllm:num_requests_waiting{namespace="llm", pod=~"vllm-llm-predictor-.+"})'
+
+
+def _trigger(result: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The answer gather() recorded for the ScaledObject's first trigger, run as written."""
+    return {"keda-trigger.vllm-llm-predictor.0": {"promql": KEDA_QUERY, "result": result}}
+
+
+def test_keda_trigger_query_with_no_series_reads_as_zero() -> None:
+    """KEDA runs the trigger's PromQL itself; an empty answer is 0 (ignoreNullValues defaults to true), so the
+    wording names KEDA, not prometheus-adapter."""
+    finding = only(_run(RAW, CLUSTER, KEDA, metrics=_trigger([])), "HPA_METRIC_SERIES_MISSING")
+    assert finding.level is Severity.WARNING  # a pod is ready: the query's selectors are wrong
+    assert finding.objects == (ISVC_REF, SCALED_OBJECT)
+    assert "KEDA's metrics server runs itself (no prometheus-adapter on this path)" in finding.summary
+    assert "ignoreNullValues defaults to true" in finding.summary
+    assert f"trigger query with no series in the window: {KEDA_QUERY}" in finding.evidence
+    assert 'ignoreNullValues: "false"' in finding.remediation
+
+
+def test_keda_trigger_on_a_pod_metric_at_zero_replicas_never_activates() -> None:
+    finding = only(
+        _run(RAW, CLUSTER, KEDA, drop=(f"Pod/llm/{POD}",), metrics=_trigger([])), "HPA_METRIC_SERIES_MISSING"
+    )
+    assert finding.level is Severity.CRITICAL
+    assert "nothing can ever activate the ScaledObject" in finding.summary
+    assert finding.remediation.splitlines()[0].startswith("To scale from zero, activate on a signal")
+
+
+def test_keda_trigger_query_with_series_is_fine() -> None:
+    answer = [{"metric": {}, "values": [[WINDOW.start.timestamp() + 60, "3"]]}]
+    assert "HPA_METRIC_SERIES_MISSING" not in codes(_run(RAW, CLUSTER, KEDA, metrics=_trigger(answer)))
+
+
+def test_keda_trigger_on_ingress_requests_without_traffic_is_information() -> None:
+    """An ingress' request series only exists once a request came: empty with no traffic anywhere is no fault."""
+    objects = load_case(RAW, CLUSTER, KEDA)
+    scaled_object = next(obj for obj in objects if obj["kind"] == "ScaledObject")
+    query = 'sum(rate(nginx_ingress_controller_requests{exported_namespace="llm"}[1m]))'
+    scaled_object["spec"]["triggers"][0]["metadata"]["query"] = query
+    metrics = {"keda-trigger.vllm-llm-predictor.0": {"promql": query, "result": []}}
+    finding = only(metric_pipeline.run(evidence_of(objects, metrics=metrics)), "HPA_METRIC_SERIES_MISSING")
+    assert finding.level is Severity.INFO
+    assert "may just mean no traffic" in finding.summary

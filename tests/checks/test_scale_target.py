@@ -182,6 +182,36 @@ def test_hpa_naming_a_deployment_that_does_not_exist() -> None:
     assert serious(_run(fixed)) == []
 
 
+def test_hand_made_hpa_on_the_pre_0_11_deployment_name_is_linked_to_the_service() -> None:
+    """Issue #15 item 9: an HPA not named after the predictor, without KServe's labels, that still scales
+    ``<isvc>-predictor-default`` is the service's (broken) autoscaler, not an absent one: HPA_MISSING would lead the
+    user to add a second autoscaler."""
+    hand_made = "HorizontalPodAutoscaler/llm/vllm-llm-autoscaler"
+    objects = load_case(*RAW, "checks/HPA_TARGET_NOT_FOUND/raw_hand_made_hpa_old_name.yaml", drop=(HPA_REF,))
+    findings = _run(objects)
+    assert "HPA_MISSING" not in codes(findings)
+    finding = only(findings, "HPA_TARGET_NOT_FOUND")
+    assert finding.objects == (hand_made, ISVC_REF)
+    assert any("FailedGetScale" in line for line in finding.evidence)
+    fixed = _without_status(apply_patch(objects, finding), hand_made)
+    assert serious(_run(fixed)) == []
+    # Tied by a label carrying the service's name just as well, when its own name says nothing.
+    relabelled = copy.deepcopy(objects)
+    hpa = next(obj for obj in relabelled if kube.ref(obj) == hand_made)
+    hpa["metadata"].update(name="chat-autoscaler", labels={"app.kubernetes.io/instance": "vllm-llm"})
+    hpa["spec"]["scaleTargetRef"]["name"] = "vllm-llm-default"
+    assert "HPA_TARGET_NOT_FOUND" in codes(_run(relabelled))
+
+
+def test_hpa_of_another_service_with_a_missing_target_is_not_ours() -> None:
+    objects = load_case(*RAW, "checks/HPA_TARGET_NOT_FOUND/raw_hand_made_hpa_old_name.yaml", drop=(HPA_REF,))
+    for other in ("vllm-llm-2-predictor", "chat-predictor-default"):
+        changed = copy.deepcopy(objects)
+        hpa = next(obj for obj in changed if kube.name(obj) == "vllm-llm-autoscaler")
+        hpa["spec"]["scaleTargetRef"]["name"] = other
+        assert "HPA_TARGET_NOT_FOUND" not in codes(_run(changed)), other
+
+
 def test_hpa_scaling_a_deployment_the_service_does_not_select() -> None:
     objects = load_case(*RAW, "checks/HPA_TARGET_NOT_SERVING/raw_canary_deployment.yaml")
     finding = only(_run(objects), "HPA_TARGET_NOT_SERVING")
@@ -229,6 +259,66 @@ def test_keda_generated_hpa_is_not_a_second_autoscaler() -> None:
     finding = only(_run([*objects, extra]), "HPA_CONFLICT")
     assert "ScaledObject.keda.sh/llm/vllm-llm-predictor" in finding.objects
     assert "HorizontalPodAutoscaler/llm/keda-hpa-vllm-llm-predictor" in finding.objects
+
+
+def test_an_edit_of_kserves_hpa_is_reported_as_a_fight_not_judged() -> None:
+    """Issue #15 item 8: KServe writes its HPA back when the live spec differs (hpa_reconciler.go), so the edited
+    behavior is not judged (no HPA_BEHAVIOR_SLOW on a window that will not last)."""
+    objects = load_case(*KSERVE_CPU_RAW, "checks/HPA_CONFLICT/raw_kserve_hpa_edited.yaml")
+    findings = _run(objects)
+    finding = only(findings, "HPA_CONFLICT")
+    assert finding.title == f"KServe reverts edits to {HPA_REF}"
+    assert "kubectl-edit" in finding.summary
+    assert any("spec.maxReplicas 8; KServe writes 3" in line for line in finding.evidence)
+    assert any(
+        "kubectl-edit (Update at 2026-01-15T11:50:00Z) owns spec.behavior, spec.maxReplicas" in line
+        for line in finding.evidence
+    )
+    assert "HPA_BEHAVIOR_SLOW" not in codes(findings)
+    # The patch carries the edited bounds to the InferenceService; KServe then writes them itself.
+    assert finding.patch is not None and finding.patch.target == ISVC_REF
+    patched = apply_patch(objects, finding)
+    isvc = next(obj for obj in patched if obj["kind"] == "InferenceService")
+    assert (isvc["spec"]["predictor"]["minReplicas"], isvc["spec"]["predictor"]["maxReplicas"]) == (1, 8)
+
+
+def test_kserves_own_hpa_as_kserve_wrote_it_is_no_fight() -> None:
+    objects = load_case(*KSERVE_CPU_RAW)
+    assert "HPA_CONFLICT" not in codes(_run(objects))
+    # KServe raises minReplicas 0 to 1 and maxReplicas below it to minReplicas: no drift either.
+    isvc = next(obj for obj in objects if obj["kind"] == "InferenceService")
+    isvc["spec"]["predictor"].update(minReplicas=0, maxReplicas=0)
+    hpa = next(obj for obj in objects if kube.ref(obj) == HPA_REF)
+    hpa["spec"].update(minReplicas=1, maxReplicas=1)
+    assert "HPA_CONFLICT" not in codes(_run(objects))
+
+
+def test_kserve_resets_the_replicas_of_the_external_class() -> None:
+    """Issue #15 item 8: KServe v0.15.0 pins the Deployment at minReplicas under the external class (PR #4196)."""
+    objects = load_case(*RAW, "checks/HPA_CONFLICT/raw_external_replicas_reset.yaml")
+    finding = only(_run(objects), "HPA_CONFLICT")
+    assert finding.title == f"KServe resets Deployment vllm-llm-predictor to 1 replicas under {HPA_REF}"
+    assert any("manager (Update at 2026-01-15T11:52:30Z) owns spec.replicas" in line for line in finding.evidence)
+    assert any("scale-down(s) of Deployment vllm-llm-predictor to minReplicas 1" in line for line in finding.evidence)
+    assert "PR #4363" in finding.remediation
+
+
+def test_the_autoscalers_scale_writes_are_no_fight() -> None:
+    """The HPA controller owns spec.replicas through the scale subresource: that is its job."""
+    objects = load_case(*RAW, "checks/HPA_CONFLICT/raw_external_replicas_reset.yaml")
+    deployment = next(obj for obj in objects if kube.ref(obj) == "Deployment/llm/vllm-llm-predictor")
+    deployment["metadata"]["managedFields"] = deployment["metadata"]["managedFields"][1:]
+    assert "HPA_CONFLICT" not in codes(_run(objects))
+
+
+def test_kserve_owning_the_replicas_without_a_fight_is_no_conflict() -> None:
+    """A Deployment created by KServe v0.15.0 keeps 'manager' on spec.replicas until something changes the count:
+    with no fall back to minReplicas and no autoscaler wanting more, nothing fights."""
+    objects = load_case(*RAW, "checks/HPA_CONFLICT/raw_external_replicas_reset.yaml")
+    objects = [obj for obj in objects if obj["kind"] != "Event"]
+    hpa = next(obj for obj in objects if kube.ref(obj) == HPA_REF)
+    hpa["status"]["desiredReplicas"] = 1
+    assert "HPA_CONFLICT" not in codes(_run(objects))
 
 
 # --- HPA_CPU_METRIC_ON_GPU --------------------------------------------------------------------------------

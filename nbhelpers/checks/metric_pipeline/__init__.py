@@ -10,6 +10,8 @@ The chain an HPA's metric travels (docs/contracts.md#the-nine-steps, docs/upstre
 - the provider behind it (metrics-server, prometheus-adapter, KEDA's metrics server) answers; the
   adapter turns the metric name back into a Prometheus series through its rules, and finds the
   pods' values through the series' namespace and pod labels;
+- a KEDA ScaledObject's prometheus trigger skips the adapter: KEDA's metrics server runs the trigger's own
+  query, and an empty answer reads as 0 (``_keda``);
 - when any link fails the HPA sets ``ScalingActive=False`` with ``FailedGet<Source>Metric`` (the
   reason names the metric source; kubernetes ``pkg/controller/podautoscaler/horizontal.go``), emits
   the same reason as an event, and keeps the replica count where it is.
@@ -25,6 +27,7 @@ from collections.abc import Sequence
 
 from nbhelpers.checks.metric_pipeline._api import conflicts, unavailable
 from nbhelpers.checks.metric_pipeline._fetch import fetch_failures
+from nbhelpers.checks.metric_pipeline._keda import trigger_findings
 from nbhelpers.checks.metric_pipeline._pipeline import MetricPipeline
 from nbhelpers.checks.metric_pipeline._series import series_findings
 from nbhelpers.errors import EvidenceMissing, StepSkipped
@@ -62,6 +65,7 @@ def run(evidence: Evidence) -> list[Finding]:
     findings.extend(conflicts(pipeline, metrics_apis.providers(evidence)))
     findings.extend(fetch_failures(pipeline))
     findings.extend(series_findings(pipeline))
+    findings.extend(trigger_findings(pipeline))
     return findings
 
 

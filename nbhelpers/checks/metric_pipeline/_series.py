@@ -1,5 +1,5 @@
-"""``HPA_METRIC_SERIES_MISSING``: prometheus-adapter has no series behind a Pods or External metric, or none
-that carries the predictor pods' labels.
+"""``HPA_METRIC_SERIES_MISSING`` on prometheus-adapter's path: the adapter has no series behind a Pods or External
+metric, or none that carries the predictor pods' labels. KEDA's path (a trigger with its own query) is ``_keda``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Facts relied on (verified against the sources cited):
   ScaledObject ``<isvc>-predictor``; any other class is an error, so nothing is created (kserve/kserve
   pkg/controller/v1beta1/inferenceservice/reconcilers/autoscaler/autoscaler_reconciler.go, hpa/hpa_reconciler.go,
   keda/keda_reconciler.go). KServe's HPA only takes cpu or memory metrics, and writes an empty ``behavior``
-  that its reconcile restores, so a direct edit of that HPA is reverted.
+  that its reconcile restores, so a direct edit of that HPA is reverted (``_reverted``).
 - HPA behavior defaults (kubernetes/kubernetes pkg/apis/autoscaling/v2/defaults.go): scale-up no
   stabilization, max(4 pods, 100 %) per 15 s; scale-down 100 % per 15 s with the controller's
   ``--horizontal-pod-autoscaler-downscale-stabilization`` window, 5 minutes by default.
@@ -33,6 +33,7 @@ from nbhelpers.checks.scale_target._behavior import slow_behavior
 from nbhelpers.checks.scale_target._conflict import conflicts
 from nbhelpers.checks.scale_target._facts import ScaleTargetFacts
 from nbhelpers.checks.scale_target._missing import hpa_missing
+from nbhelpers.checks.scale_target._reverted import reverted
 from nbhelpers.checks.scale_target._signal import resource_metrics_on_gpu, targets_above_capacity
 from nbhelpers.checks.scale_target._targets import wrong_targets
 from nbhelpers.errors import EvidenceMissing
@@ -60,8 +61,12 @@ def run(evidence: Evidence) -> list[Finding]:
     findings = hpa_missing(facts)
     findings += wrong_targets(facts)
     findings += conflicts(facts)
+    fights = reverted(facts)
+    findings += fights
     findings += resource_metrics_on_gpu(facts)
     findings += targets_above_capacity(facts)
     findings += at_max(facts)
-    findings += slow_behavior(facts)
+    # The behavior of an HPA whose edits KServe reverts is not the one that will scale the service.
+    edited = {finding.objects[0] for finding in fights}
+    findings += [finding for finding in slow_behavior(facts) if not edited.intersection(finding.objects)]
     return findings
