@@ -171,7 +171,7 @@ def recent_runs(out: Path, limit: int = MAX_INDEX_ROWS) -> list[RunEntry]:
 
 _INDEX_STYLE = (
     "body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
-    "th,td{border-bottom:1px solid #ddd;padding:.3em .8em;text-align:left}"
+    "th,td{border-bottom:1px solid #ddd;padding:.3em .8em;text-align:left;vertical-align:top}td:first-child,td:nth-child(2){white-space:nowrap}"
     ".critical{color:#b00020;font-weight:bold}.warning{color:#a15c00}"
 )
 
@@ -208,7 +208,7 @@ def index_html(entries: Sequence[RunEntry], failures: Sequence[str] = ()) -> str
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>kserve-runbook reports</title>'
         f"<style>{_INDEX_STYLE}</style></head><body><h1>kserve-runbook reports</h1>"
-        f"<p>The newest {MAX_INDEX_ROWS} runs, newest first.</p>{table}{failed}</body></html>"
+        f"<p>The newest runs first (at most {MAX_INDEX_ROWS}).</p>{table}{failed}</body></html>"
     )
 
 
