@@ -20,6 +20,9 @@ from urllib.parse import urlsplit
 
 import pytest
 from fakeapi import FakeApiServer
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from test_webhook import NOW, SLACK_PATH, Clock, SlackReceiver, alert, payload, post_alerts, settings
 
 from nbhelpers.cli import webhook_reports
@@ -113,6 +116,40 @@ HOSTILE_PATHS = [
 @pytest.mark.parametrize("path", HOSTILE_PATHS)
 def test_a_path_that_is_not_a_run_file_reads_nothing(tmp_path: Path, path: str) -> None:
     assert webhook_reports.read_run_file(planted(tmp_path), path) is None
+
+
+_PATH_PIECES = st.sampled_from(
+    [
+        "/",
+        "runs",
+        RUN,
+        "..",
+        ".",
+        "%2e",
+        "%2f",
+        "%2E%2E",
+        "\\",
+        "secret",
+        "summary.md",
+        "findings.json",
+        "report.html",
+        "//",
+        "\x00",
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def planted_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return planted(tmp_path_factory.mktemp("planted"))
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(path=st.lists(_PATH_PIECES, max_size=8).map("".join))
+def test_any_path_reads_a_served_file_of_the_real_run_or_nothing(planted_out: Path, path: str) -> None:
+    found = webhook_reports.read_run_file(planted_out, path)
+    assert found is None or path in (f"/runs/{RUN}/summary.md", f"/runs/{RUN}/findings.json")
+    assert found is None or b"planted-secret-value" not in found[0]
 
 
 def test_a_run_file_is_read_with_its_content_type(tmp_path: Path) -> None:

@@ -721,7 +721,9 @@ class WebhookServer:
         if method != allowed:
             return _error(405, f"{path} accepts {allowed} only", ("Allow", allowed), close=True)
         if allowed == "GET":
-            return self._read_only(path)
+            reply = self._read_only(path)
+            unread_body = headers.get("Content-Length", "0").strip() not in ("", "0")
+            return replace(reply, close=True) if unread_body else reply
         if not self._authorized(headers.get("Authorization", "")):
             return _error(401, "missing or wrong bearer token", ("WWW-Authenticate", "Bearer"), close=True)
         raw_length = headers.get("Content-Length")
