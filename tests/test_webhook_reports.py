@@ -23,11 +23,12 @@ from fakeapi import FakeApiServer
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from test_webhook import NOW, SLACK_PATH, Clock, SlackReceiver, alert, payload, post_alerts, settings
+from test_webhook import NOW, OPTIONS, SLACK_PATH, Clock, SlackReceiver, alert, payload, post_alerts, settings
 
 from nbhelpers.cli import webhook_reports
-from nbhelpers.cli.webhook import WebhookServer, parse_public_url, serve
+from nbhelpers.cli.webhook import WebhookServer, parse_public_url, serve, settings_from_options
 from nbhelpers.errors import RunbookError
+from nbhelpers.triage import TriageParams
 
 RUN = "20260115T120000Z-llm-vllm-llm"
 FINDINGS = {
@@ -364,3 +365,21 @@ def test_a_report_folder_the_receiver_did_not_name_is_not_listed(tmp_path: Path)
     assert webhook_reports.run_folders(out) == []
     shutil.rmtree(out)
     assert webhook_reports.run_folders(out) == []  # a missing folder lists nothing
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [({"reports": "pdf"}, "--reports 'pdf'"), ({"keep": -1}, "--keep -1"), ({"keep_days": -0.5}, "--keep-days -0.5")],
+)
+def test_bad_report_and_pruning_options_are_refused(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(RunbookError, match=re.escape(message)):
+        settings_from_options(TriageParams(), {**OPTIONS, **changes}, {})
+
+
+def test_the_report_and_pruning_options_reach_the_settings() -> None:
+    chosen = settings_from_options(
+        TriageParams(),
+        {**OPTIONS, "reports": "html", "public_url": "https://r.example/", "keep": 5, "keep_days": 1.5},
+        {},
+    )
+    assert (chosen.reports, chosen.public_url, chosen.keep, chosen.keep_days) == ("html", "https://r.example", 5, 1.5)

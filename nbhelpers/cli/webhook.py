@@ -338,6 +338,10 @@ class RunRecord:
     public_url: str = ""  # the receiver's --public-url, for the link in the notification
 
     @property
+    def report_failed(self) -> bool:
+        return self.report not in ("", "html")
+
+    @property
     def link(self) -> str:
         """Where to read the run: the report (or summary) under --public-url, else the folder on disk."""
         if self.folder is None:
@@ -402,9 +406,7 @@ def run_line(record: RunRecord) -> str:
     causes = ", ".join(record.root_causes[:MAX_ROOT_CAUSES_NOTIFIED]) or "none"
     more = len(record.root_causes) - MAX_ROOT_CAUSES_NOTIFIED
     causes += f" and {more} more" if more > 0 else ""
-    unrendered = (
-        f" (report.html not rendered: {redact_text(record.report)})" if record.report not in ("", "html") else ""
-    )
+    unrendered = f" (report.html not rendered: {redact_text(record.report)})" if record.report_failed else ""
     return (
         f"{head}: root causes: {causes} ({record.critical} critical findings). {record.coverage} "
         f"Report: {record.link}{unrendered}"
@@ -517,8 +519,8 @@ def settings_from_options(triage: TriageParams, options: Mapping[str, Any], envi
         secret_env=options["secret_env"],
         reports=_reports_kind(options.get("reports") or "none"),
         public_url=parse_public_url(options.get("public_url") or ""),
-        keep=_at_least_zero(options.get("keep") or 0, "--keep"),
-        keep_days=_at_least_zero(options.get("keep_days") or 0, "--keep-days"),
+        keep=int(_not_negative(options.get("keep") or 0, "--keep")),
+        keep_days=_not_negative(options.get("keep_days") or 0, "--keep-days"),
     )
 
 
@@ -528,7 +530,7 @@ def _reports_kind(value: str) -> str:
     return value
 
 
-def _at_least_zero(value: float, option: str) -> Any:
+def _not_negative(value: float, option: str) -> float:
     if value < 0:
         raise RunbookError(f"{option} {value}: use 0 (no limit) or more")
     return value
@@ -820,7 +822,7 @@ class WebhookServer:
             self.metrics.run_duration.observe(time.monotonic() - began)
             if record.error:
                 self.metrics.runs_failed.inc()
-            elif record.report not in ("", "html"):
+            elif record.report_failed:
                 self.metrics.reports_failed.inc()
             self._prune()  # before the run counts as finished, so a finished run's folder list is final
             line = printable(f"webhook: {'failed' if record.error else 'done'} {run_line(record)}")
