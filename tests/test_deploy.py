@@ -88,7 +88,14 @@ def container_file() -> dict[str, Any]:
         "user": (int(user[1]), int(user[2])),
         "install": re.findall(r"^# install: (.+)$", text, re.MULTILINE),
         "copies": re.findall(r"^COPY (?!--from)(.+) \S+$", text, re.MULTILINE),
+        "env": _env_lines(text),
     }
+
+
+def _env_lines(text: str) -> dict[str, str]:
+    """The ENV instructions' NAME=VALUE pairs (backslash continuations joined)."""
+    joined = text.replace("\\\n", " ")
+    return dict(item.split("=", 1) for line in re.findall(r"^ENV (.+)$", joined, re.MULTILINE) for item in line.split())
 
 
 # ------------------------------------------------------------------------------------------- validity
@@ -388,3 +395,24 @@ def test_the_containerfile_install_commands_build_a_working_entrypoint(tmp_path:
     (container,) = one(rendered("base"), "Deployment")["spec"]["template"]["spec"]["containers"]
     assert all(arg.split("=", 1)[0] in webhook_help for arg in container["args"][1:])
     assert wheel.exists()
+
+    # A whole run with the image's environment (HOME and the Jupyter files under /tmp): the report notebook's
+    # kernel comes from the installed wheel. /tmp is the emptyDir in the cluster; here a folder of tmp_path.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    environment = {
+        name: value.replace("/opt/kserve-runbook", str(tmp_path / "venv")).replace("/tmp", str(scratch))
+        for name, value in image["env"].items()
+    }
+    assert environment["HOME"] == str(scratch)
+    environment["PATH"] = environment["PATH"].replace("$PATH", "/usr/bin:/bin")
+    demo = subprocess.run(
+        [str(entrypoint), "demo", "--out", str(tmp_path / "demo"), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=environment,
+        cwd=scratch,
+    )
+    assert demo.returncode in (0, 1), demo.stderr  # 1: the demo's incident has a critical finding
+    assert (tmp_path / "demo" / "report.html").stat().st_size > 0
