@@ -171,6 +171,9 @@ def test_every_pod_runs_non_root_read_only_with_limits_and_a_tmp_empty_dir(kusto
     for kind, template in pod_templates(rendered(kustomization)).items():
         spec = template["spec"]
         assert spec["securityContext"]["runAsNonRoot"] is True, kind
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, (
+            kind
+        )  # Pod Security "restricted"
         assert (spec["securityContext"]["runAsUser"], spec["securityContext"]["runAsGroup"]) == (uid, gid), kind
         (container,) = spec["containers"]
         security = container["securityContext"]
