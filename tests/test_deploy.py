@@ -289,6 +289,67 @@ def test_the_fleet_is_an_indexed_job_whose_pods_take_one_shard_each_and_merge(ku
         assert fleet_claim == ["ReadWriteMany"]
 
 
+_FAKE_CLI = """#!/bin/sh
+# Stands in for kserve-runbook: records its arguments; "fleet" writes fleet.json into --out.
+echo "$*" >> "$FAKE_LOG"
+merge="$2"
+out=""
+while [ $# -gt 0 ]; do
+  if [ "$1" = "--out" ]; then out="$2"; fi
+  shift
+done
+mkdir -p "$out"
+if [ "$merge" = "merge" ]; then exit "${FAKE_MERGE_EXIT:-0}"; fi
+echo '{}' > "$out/fleet.json"
+exit "${FAKE_EXIT:-0}"
+"""
+
+
+def _run_pod(
+    script: str, root: Path, index: int, shards: int, fake_exit: int = 0, merge_exit: int = 0
+) -> subprocess.CompletedProcess[str]:
+    """One pod of the Indexed Job: the CronJob's script with /fleet moved to ``root`` and a fake CLI."""
+    environment = {
+        "PATH": f"{root / 'bin'}:/usr/bin:/bin",
+        "FAKE_LOG": str(root / "calls"),
+        "FAKE_EXIT": str(fake_exit),
+        "FAKE_MERGE_EXIT": str(merge_exit),
+        "JOB_NAME": "kserve-runbook-fleet-29000000",
+        "JOB_COMPLETION_INDEX": str(index),
+        "SHARDS": str(shards),
+        "PROMETHEUS_URL": "http://127.0.0.1:9",
+    }
+    moved = re.sub(r'(?<=["\s])/fleet(?=[/\s])', str(root / "fleet"), script)  # the mount, not fleet.json
+    return subprocess.run(["/bin/sh", "-c", moved], env=environment, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_each_pod_runs_its_shard_and_the_last_one_merges_them_all(kustomization: str, tmp_path: Path) -> None:
+    job, _container, script = _fleet_script(kustomization)
+    shards = job["completions"]
+    fake = tmp_path / "bin" / "kserve-runbook"
+    fake.parent.mkdir()
+    fake.write_text(_FAKE_CLI)
+    fake.chmod(0o755)
+
+    first = [_run_pod(script, tmp_path, index, shards, fake_exit=index % 2).returncode for index in range(shards - 1)]
+    merge_failed = _run_pod(script, tmp_path, shards - 1, shards, merge_exit=2)
+    retried = _run_pod(script, tmp_path, shards - 1, shards, fake_exit=1, merge_exit=1)
+    again = _run_pod(script, tmp_path, 0, shards)
+
+    assert first == [0] * (shards - 1)  # exit 1 (a critical finding) is a shard that ran
+    assert merge_failed.returncode == 2  # could not merge: the Job retries the last index ...
+    assert retried.returncode == 0 and again.returncode == 0  # ... which merges; a later pod does not
+    run = tmp_path / "fleet" / "kserve-runbook-fleet-29000000"
+    shard_folders = " ".join(str(run / f"shard-{index}") for index in range(shards))
+    merge = f"fleet merge --out {run / 'merged'} {shard_folders}"
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls.count(merge) == 2
+    shards_run = [call.split(" --shard ")[1].split()[0] for call in calls if call != merge]
+    assert shards_run == [*(f"{index}/{shards}" for index in range(shards)), f"{shards - 1}/{shards}", f"0/{shards}"]
+    assert _run_pod(script, tmp_path, 0, shards, fake_exit=2).returncode == 2  # a shard that could not run fails
+
+
 def _help(*words: str) -> str:
     result = CliRunner().invoke(cli, [*words, "--help"])
     assert result.exit_code == 0, result.output
