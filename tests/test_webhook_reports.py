@@ -10,10 +10,13 @@ import http.client
 import json
 import re
 import shutil
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -383,3 +386,42 @@ def test_the_report_and_pruning_options_reach_the_settings() -> None:
         {},
     )
     assert (chosen.reports, chosen.public_url, chosen.keep, chosen.keep_days) == ("html", "https://r.example", 5, 1.5)
+
+
+def _wait_for(condition: Any, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@pytest.mark.integration
+@pytest.mark.notebook
+def test_the_command_renders_reports_and_its_progress_survives_the_render(
+    raw_api: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """Rendering points file descriptor 2 at the kernel's log: a line said meanwhile must still reach stderr."""
+    out = tmp_path / "out"
+    arguments = ["webhook", "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig), "--out", str(out)]
+    arguments += ["--reports", "html", "--public-url", "https://runbooks.example.com", "--keep", "5"]
+    starts_at = (datetime.now(timezone.utc) - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with subprocess.Popen(
+        [sys.executable, "-m", "nbhelpers", *arguments], stderr=subprocess.PIPE, text=True, cwd=tmp_path
+    ) as receiver:
+        assert receiver.stderr is not None
+        url = receiver.stderr.readline().split()[3]
+        post_alerts(url, payload(alert({"namespace": "raw", "isvc": "vllm-raw"}, starts_at=starts_at)))
+        _wait_for(lambda: list(out.glob("*/.triage.partial.ipynb")), 60)  # the report notebook is running
+        post_alerts(url, payload(alert({"namespace": "raw", "isvc": "other"}, starts_at=starts_at)))
+        _wait_for(lambda: list(out.glob("*/report.html")), 120)
+        index = get(url, "/").body.decode()
+        receiver.send_signal(signal.SIGTERM)
+        _, said = receiver.communicate(timeout=60)
+
+    assert receiver.returncode == 0, said
+    (folder,) = out.iterdir()
+    lines = said.splitlines()
+    assert any(line.startswith("webhook: queued raw/other") for line in lines), said  # said during the render
+    (done,) = [line for line in lines if line.startswith("webhook: done raw/vllm-raw")]
+    assert f"Report: https://runbooks.example.com/runs/{folder.name}/report.html" in done
+    assert f'href="runs/{folder.name}/report.html"' in index
+    assert "webhook: stopping" in said
