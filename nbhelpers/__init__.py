@@ -6,12 +6,20 @@ InferenceService, from a live cluster or an evidence bundle.
 
 The names in ``__all__`` are the public API; they load on first use, so that importing one
 layer (``nbhelpers.util.times``, say) does not pull in the whole package.
+
+Importing the package also tells Python that rfc3987-syntax is absent (:mod:`nbhelpers.util.lean_imports`):
+with it, every process that imports jsonschema (the CLI through papermill, the report's kernel through
+altair) spends about 0.8 s building a grammar for a format none of their schemas use.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
+
+from nbhelpers.util.lean_imports import skip_unused_slow_imports
+
+skip_unused_slow_imports()
 
 __version__ = "0.1.0"
 

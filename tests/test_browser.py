@@ -59,7 +59,8 @@ SCENARIO = "host-oom"  # not the panel's default (port-mismatch), so the test pr
 SERVER_START_SECONDS = 60
 STEP_TIMEOUT_MS = 60_000
 
-pytestmark = [pytest.mark.notebook, pytest.mark.timeout(180)]
+# One browser at a time: under pytest-xdist the browser tests share a worker (--dist loadgroup).
+pytestmark = [pytest.mark.notebook, pytest.mark.timeout(180), pytest.mark.xdist_group("browser")]
 
 
 @dataclass(frozen=True)

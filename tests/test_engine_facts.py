@@ -23,10 +23,15 @@ TOTAL_LINE = f"{STAMP} [worker.py:241] the current vLLM instance can use total_g
 
 
 def _objects(
-    args: list[str], image: str = "vllm/vllm-openai:v0.10.1", node_labels: dict[str, str] | None = None
+    args: list[str],
+    image: str = "vllm/vllm-openai:v0.10.1",
+    node_labels: dict[str, str] | None = None,
+    device: str | None = None,
 ) -> list[dict[str, Any]]:
     labels = {"serving.kserve.io/inferenceservice": "vllm-llm", "component": "predictor"}
-    container = {"name": CONTAINER, "image": image, "args": ["--model", "/mnt/models", *args]}
+    container: dict[str, Any] = {"name": CONTAINER, "image": image, "args": ["--model", "/mnt/models", *args]}
+    if device is not None:
+        container["resources"] = {"limits": {device: "1"}}
     return [
         {
             "apiVersion": "serving.kserve.io/v1beta1",
@@ -74,10 +79,11 @@ def _evidence(
     metrics: dict[str, Any] | None = None,
     image: str = "vllm/vllm-openai:v0.10.1",
     node_labels: dict[str, str] | None = None,
+    device: str | None = None,
 ) -> tuple[Evidence, common.Workload]:
     logs = {(POD, CONTAINER): log + "\n"} if log else {}
     evidence = evidence_from_objects(
-        _objects(args, image, node_labels), "llm", "vllm-llm", logs=logs, metrics=metrics or {}
+        _objects(args, image, node_labels, device), "llm", "vllm-llm", logs=logs, metrics=metrics or {}
     )
     return evidence, common.current_workload(evidence)
 
@@ -103,7 +109,8 @@ def test_the_version_and_gpu_default_wins_over_the_plateau() -> None:
     ceiling = _ceiling(log=VERSION_LINE, metrics=QUEUE, node_labels=H100)
     assert ceiling is not None and ceiling.value == 1024
     assert ceiling.origin == (
-        "--max-num-seqs not set: vLLM V1 default on GPUs of 70 GiB or more other than A100 "
+        "--max-num-seqs not set: vLLM V1 default in 0.9.0 and later (vllm PR #17885) on GPUs of 70 GiB or more "
+        "other than A100 "
         "(vLLM 0.10.1, GPU NVIDIA H100 80GB HBM3)"
     )
 
@@ -177,6 +184,60 @@ def test_an_unknown_product_without_memory_is_no_gpu() -> None:
     evidence, workload = _evidence([], log=VERSION_LINE, node_labels={"nvidia.com/gpu.product": "NVIDIA-H200"})
     assert engine.serving_gpu(evidence, workload) is None
     assert engine.max_num_seqs(evidence, workload) is None  # version known, GPU not: no default
+
+
+# MIG, mixed strategy (NVIDIA gpu-feature-discovery README): nvidia.com/gpu.* describe the whole H100, the slice has
+# labels of its own. The pod requests nvidia.com/mig-3g.40gb.
+H100_MIXED_MIG = {
+    "nvidia.com/mig.strategy": "mixed",
+    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+    "nvidia.com/gpu.memory": "81559",
+    "nvidia.com/mig-3g.40gb.count": "2",
+    "nvidia.com/mig-3g.40gb.memory": "40448",
+}
+MIG_3G = "nvidia.com/mig-3g.40gb"
+
+
+def test_a_mig_slice_is_the_gpu_not_its_card() -> None:
+    """Before: nvidia.com/gpu.memory (the whole 80 GB card) was taken as the pod's GPU, so the KV estimate had twice
+    the memory the slice has and vLLM's default for a >= 70 GiB card (1024 requests) was assumed."""
+    seen = engine.serving_gpu(*_evidence([], node_labels=H100_MIXED_MIG, device=MIG_3G))
+    assert seen is not None and seen.gpu.total_bytes == 40448 * MIB
+    assert seen.gpu.name == "NVIDIA H100 80GB HBM3 MIG 3g.40gb"  # as CUDA names the slice
+    assert seen.origin == (
+        "node label nvidia.com/mig-3g.40gb.memory=40448 MiB (the MIG slice; nvidia.com/gpu.memory=81559 MiB is the "
+        "whole card)"
+    )
+    ceiling = _ceiling(log=VERSION_LINE, node_labels=H100_MIXED_MIG, device=MIG_3G)
+    assert ceiling is not None and ceiling.value == 256 and "GPUs under 70 GiB" in ceiling.origin
+
+
+def test_a_mig_slice_without_its_label_is_sized_from_the_profile_name() -> None:
+    labels = {k: v for k, v in H100_MIXED_MIG.items() if not k.startswith("nvidia.com/mig-3g")}
+    seen = engine.serving_gpu(*_evidence([], node_labels=labels, device=MIG_3G))
+    assert seen is not None and seen.gpu.total_bytes == 40 * 10**9
+    assert seen.origin.startswith("about 40 GB from the MIG profile nvidia.com/mig-3g.40gb the pod requests")
+
+
+def test_a_mig_slice_with_the_single_strategy_is_read_from_the_overridden_labels() -> None:
+    """MIG strategy single: nvidia.com/gpu is the slice and feature discovery overrides gpu.product and gpu.memory
+    with its values (gpu-feature-discovery README, "MIG 'single' strategy"): 4864 MiB as CUDA reports it."""
+    labels = {
+        "nvidia.com/mig.strategy": "single",
+        "nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb",
+        "nvidia.com/gpu.memory": "4864",
+    }
+    seen = engine.serving_gpu(*_evidence([], node_labels=labels, device="nvidia.com/gpu"))
+    assert seen is not None and seen.gpu.total_bytes == 4864 * MIB
+    assert seen.gpu.name == "A100 SXM4 40GB MIG 1g.5gb"
+    assert seen.origin == "node label nvidia.com/gpu.memory=4864 MiB (a MIG slice)"
+
+
+def test_a_whole_gpu_on_a_mig_node_keeps_the_card_labels() -> None:
+    """The healthy case: a pod asking for nvidia.com/gpu on the same node is judged on the card."""
+    seen = engine.serving_gpu(*_evidence([], node_labels=H100_MIXED_MIG, device="nvidia.com/gpu"))
+    assert seen is not None and seen.gpu.name == "NVIDIA H100 80GB HBM3"
+    assert seen.gpu.total_bytes == 81559 * MIB - int(CUDA_RESERVED_GIB * GIB)
 
 
 # --- the version --------------------------------------------------------------------------------------------

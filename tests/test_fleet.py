@@ -259,7 +259,7 @@ def test_namespace_scope_lists_one_namespace_and_reads_nothing_elsewhere(
     assert paths[f"{ISVC_PATH}/namespaces/team-b/inferenceservices"] == 1
     assert paths[f"{ISVC_PATH}/inferenceservices"] == 0
     assert not [path for path in paths if "/namespaces/llm/" in path]
-    assert sorted(path.name for path in out.iterdir()) == ["fleet.json", "fleet.md", "team-b"]
+    assert sorted(path.name for path in out.iterdir()) == ["fleet.html", "fleet.json", "fleet.md", "team-b"]
 
 
 def test_a_service_whose_triage_fails_is_recorded_and_the_fleet_goes_on(

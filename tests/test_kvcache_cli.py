@@ -54,7 +54,7 @@ def test_json_prints_exactly_the_contract_keys(tmp_path: Path) -> None:
 def test_human_output_names_the_default_max_num_seqs(tmp_path: Path) -> None:
     result = kvcache("--model", "Qwen3-8B", "--gpu", "A100-80GB", "--vllm-version", "0.10.1", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "max-num-seqs: 256 (not set: vLLM V1 default on A100" in result.stdout
+    assert "max-num-seqs: 256 (not set: vLLM V1 default in 0.9.0 and later (vllm PR #17885) on A100" in result.stdout
     assert "(estimate)" in result.stdout
 
 

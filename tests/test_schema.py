@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,7 @@ def test_published_schema_takes_any_well_formed_code_and_ours_only_the_catalog()
 def test_minimal_and_full_documents_validate() -> None:
     validate_findings(copy.deepcopy(MINIMAL))
     validate_findings(full_document())
+    assert _reader_accepts(full_document())
 
 
 def _set(document: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
@@ -130,8 +132,29 @@ def _set(document: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[st
     ],
 )
 def test_wrong_values_fail(path: tuple[Any, ...], value: Any, where: str) -> None:
+    document = _set(full_document(), path, value)
     with pytest.raises(InvalidFindings, match=f"at {where}:"):
-        validate_findings(_set(full_document(), path, value))
+        validate_findings(document)
+    assert not _reader_accepts(document)
+
+
+def _reader_accepts(document: dict[str, Any]) -> bool:
+    """What a reader's draft 2020-12 validator (jsonschema) says of the document against the strict schema:
+    our own check compiles the schema as draft-07 with fastjsonschema, and the two must agree."""
+    return jsonschema.Draft202012Validator(strict_findings_schema()).is_valid(document)
+
+
+def test_schema_keeps_to_keywords_both_drafts_share() -> None:
+    """fastjsonschema compiles the schema as draft-07: a keyword that exists only in 2020-12 (or means
+    something else there) would be silently ignored by our own check."""
+    only_2020_12 = {
+        "prefixItems", "$dynamicRef", "$dynamicAnchor", "unevaluatedProperties", "unevaluatedItems",
+        "dependentRequired", "dependentSchemas", "minContains", "maxContains", "$anchor", "$vocabulary",
+    }  # fmt: skip
+    text = json.dumps(findings_schema())
+    used = {keyword for keyword in only_2020_12 if f'"{keyword}"' in text}
+    assert not used
+    assert re.search(r'"items": \[', text) is None  # an array under "items" is a tuple in draft-07 only
 
 
 @pytest.mark.parametrize(
@@ -155,8 +178,9 @@ def test_missing_fields_fail(path: tuple[Any, ...]) -> None:
     for key in path[:-1]:
         node = node[key]
     del node[path[-1]]
-    with pytest.raises(InvalidFindings, match="is a required property"):
+    with pytest.raises(InvalidFindings, match=f"'{path[-1]}' is a required property"):
         validate_findings(document)
+    assert not _reader_accepts(document)
 
 
 def test_real_triage_result_validates(tmp_path: Path) -> None:

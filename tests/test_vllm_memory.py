@@ -26,6 +26,7 @@ from nbhelpers.models.gpus import GPUS, gpu_named
 from nbhelpers.models.model_table import UnsupportedArchitecture, architecture_from_config, lookup_model
 from nbhelpers.models.vllm_memory import (
     GIB,
+    V1_BATCH_DEFAULTS,
     Gpu,
     ServingPlan,
     default_max_num_batched_tokens,
@@ -280,7 +281,15 @@ def test_sliding_window_concurrency_is_flagged_as_a_lower_bound() -> None:
     [
         ("0.6.4", "H100-80GB", 256),
         ("0.8.2", "L4", 1024),  # V1 before PR #16158: 1024 everywhere (vllm issue #15617)
+        ("0.8.2", "A100-80GB", 1024),
         ("0.8.4", "L4", 256),
+        # 0.8.4 (PR #16158): by name, H100/H200 only; before the fix the 0.9 rule gave a large card 1024 here.
+        ("0.8.4", "H100-NVL", 1024),
+        ("0.8.4", "A100-80GB", 256),
+        # 0.8.5 (PR #17073): by memory, A100 80GB included; before the fix: 256.
+        ("0.8.5", "A100-80GB", 1024),
+        ("0.8.5", "L40S", 256),
+        ("0.9.0", "A100-80GB", 256),  # PR #17885 excludes A100 again
         ("0.10.1", "H100-80GB", 1024),
         ("0.10.1", "A100-80GB", 256),
         ("0.10.1", "L40S", 256),
@@ -294,6 +303,35 @@ def test_default_max_num_seqs_moves_with_version_and_gpu(version: str | None, gp
     )
     assert setting.value == expected
     assert "default" in setting.origin
+
+
+def test_0_8_4_gives_large_cards_other_than_h100_h200_the_small_defaults() -> None:
+    """vllm PR #16158 matched H100/H200 by name: a B200 (180 GiB) or MI300X (192 GiB) got 256 requests and 2048
+    tokens in 0.8.4. Before the fix the 0.9 rule (>= 70 GiB) gave them 1024 and 8192."""
+    for name, gib in (("NVIDIA B200", 178), ("AMD Instinct MI300X", 191)):
+        gpu = Gpu(gib * GIB, name)
+        seqs = default_max_num_seqs((0, 8, 4), gpu)
+        assert seqs.value == 256 and "PR #16158" in seqs.origin and "other than H100 and H200" in seqs.origin
+        assert default_max_num_batched_tokens((0, 8, 4), gpu, 8192).value == 2048
+        assert default_max_num_seqs((0, 8, 5), gpu).value == 1024
+        assert default_max_num_batched_tokens((0, 8, 5), gpu, 8192).value == 8192
+
+
+def test_batched_tokens_follow_the_same_rows() -> None:
+    """The token budget: H100/H200 by name up to 0.8.4 (vllm PR #12369), >= 70 GiB in 0.8.5, A100 out from 0.9.0."""
+    a100 = Gpu(gpu_named("A100-80GB").engine_total_bytes, gpu_named("A100-80GB").device_name)
+    h100 = Gpu(gpu_named("H100-80GB").engine_total_bytes, gpu_named("H100-80GB").device_name)
+    assert [default_max_num_batched_tokens(v, a100, 8192).value for v in ((0, 8, 2), (0, 8, 5), (0, 9, 0))] == [
+        2048,
+        8192,
+        2048,
+    ]
+    assert default_max_num_batched_tokens((0, 8, 2), h100, 8192).value == 8192
+
+
+def test_the_defaults_table_rows_are_in_release_order_and_cite_their_change() -> None:
+    assert [row.since for row in V1_BATCH_DEFAULTS] == sorted(row.since for row in V1_BATCH_DEFAULTS)
+    assert [row.change for row in V1_BATCH_DEFAULTS[1:]] == ["vllm PR #16158", "vllm PR #17073", "vllm PR #17885"]
 
 
 def test_default_without_a_gpu_name_says_which_way_the_a100_goes() -> None:

@@ -19,12 +19,19 @@ complete one). ``fleet.json`` holds ``scope``, ``window``, ``sources``,
 ``status`` (complete | partial | error), ``partial`` (true unless complete), ``reason`` (why it could
 not be triaged), ``counts`` by severity, ``top_root_cause``, ``root_causes``,
 ``deployment_mode`` and ``path`` (its folder, relative to the index; null when
-nothing was written).
+nothing was written). ``fleet.html`` is the same index as a sortable table that opens offline.
+
+``--shard I/N`` (see :class:`Shard`) keeps the services whose stable hash falls in part ``I`` of
+``N``, so N processes (an Indexed Job) together triage the fleet exactly once; ``fleet.json`` then
+records ``shard`` (index, count, and how many services the scope listed). ``fleet merge``
+(``nbhelpers.cli.fleet_merge``) joins the shards' folders into one index.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -37,6 +44,7 @@ from nbhelpers.errors import ReadFailed, RunbookError
 from nbhelpers.evidence.gather import require_isvc
 from nbhelpers.evidence.model import Target
 from nbhelpers.render.findings_json import write_outputs
+from nbhelpers.render.fleet_html import IndexRow, fleet_html
 from nbhelpers.render.summary import utc_text, window_text
 from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import ClusterSource, LogRequest
@@ -51,9 +59,56 @@ from nbhelpers.util.times import Window, format_time
 FLEET_SCHEMA_ID = "kserve-runbook/fleet/v1"
 SEVERITIES = ("critical", "warning", "info")
 MAX_LISTED = 8  # services named in one coverage note before "and N more"
+MAX_SHARDS = 10_000
 _TIERS = {"critical": 0, "error": 1, "warning": 2, "clean": 3}
 K = TypeVar("K")
 V = TypeVar("V")
+
+
+_SHARD_TEXT = re.compile(r"(\d{1,9})/(\d{1,9})")
+
+
+def shard_of(namespace: str, name: str, count: int) -> int:
+    """The part (0 to ``count`` - 1) a service belongs to: sha256 of ``namespace/name``, the same on
+    every machine and in every process (Python's ``hash()`` of a string changes with each process)."""
+    digest = hashlib.sha256(f"{namespace}/{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % count
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Part ``index`` of ``count``. The index counts from 0, like an Indexed Job's JOB_COMPLETION_INDEX
+    (the control plane sets that variable in each pod's containers, kubernetes.io/docs/tasks/job/
+    indexed-parallel-processing-static), so a Job passes ``--shard $(JOB_COMPLETION_INDEX)/N`` as it is."""
+
+    index: int
+    count: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def owns(self, namespace: str, name: str) -> bool:
+        return shard_of(namespace, name, self.count) == self.index
+
+    def to_json(self) -> dict[str, int]:
+        return {"index": self.index, "count": self.count}
+
+
+def parse_shard(text: str) -> Shard | None:
+    """``--shard I/N`` (``None`` when empty); anything else is a one-line ``RunbookError``."""
+    if not text:
+        return None
+    match = _SHARD_TEXT.fullmatch(text.strip())
+    if not match:
+        shown = repr(text[:40])
+        raise RunbookError(f"--shard takes I/N with 0 <= I < N, e.g. 0/4 (I counts from 0), not {shown}")
+    index, count = int(match.group(1)), int(match.group(2))
+    if not 1 <= count <= MAX_SHARDS:
+        raise RunbookError(f"--shard {index}/{count}: N must be between 1 and {MAX_SHARDS}")
+    if index >= count:
+        raise RunbookError(f"--shard {index}/{count}: I counts from 0, so it must be below N (0 to {count - 1})")
+    return Shard(index, count)
 
 
 @dataclass(frozen=True)
@@ -65,10 +120,12 @@ class FleetRequest:
     out: str = ""
     notebooks: bool = False
     progress: Callable[[str], None] | None = None
+    shard: Shard | None = None
 
     @property
     def scope_label(self) -> str:
-        return "all namespaces" if self.all_namespaces else f"namespace {self.triage.namespace}"
+        scope = "all namespaces" if self.all_namespaces else f"namespace {self.triage.namespace}"
+        return scope if self.shard is None else f"{scope}, shard {self.shard.label}"
 
 
 def check_request(request: FleetRequest) -> None:
@@ -316,6 +373,10 @@ class FleetResult:
     generated_at: datetime
     entries: tuple[ServiceEntry, ...]  # worst first
     notebooks: bool = False
+    shard: Shard | None = None
+    listed: int = 0  # services in the scope before sharding
+    caveats: tuple[str, ...] = ()  # what else the coverage line must say (fleet merge: missing shards ...)
+    extra: Mapping[str, Any] = field(default_factory=dict)  # more top-level keys of fleet.json (fleet merge)
 
     @property
     def has_critical(self) -> bool:
@@ -343,6 +404,8 @@ class FleetResult:
             "scope": {"all_namespaces": self.all_namespaces, "namespace": self.namespace or None},
             "window": self.window.to_json(),
             "sources": dict(self.sources),
+            "shard": None if self.shard is None else {**self.shard.to_json(), "listed": self.listed},
+            **self.extra,
             "totals": self.totals(),
             "services": [entry.to_json() for entry in self.entries],
         }
@@ -359,7 +422,9 @@ def run_fleet(request: FleetRequest, clock: Callable[[], datetime] | None = None
     cluster = SharedReads(opened.cluster)
     shared = SharedSources(cluster, opened.metrics, opened.window)
     try:
-        services = list_services(cluster, None if request.all_namespaces else request.triage.namespace)
+        listed = list_services(cluster, None if request.all_namespaces else request.triage.namespace)
+        shard = request.shard
+        services = listed if shard is None else [service for service in listed if shard.owns(*service)]
         out_dir = _output_dir(request, now())
         notify(f"fleet: {len(services)} InferenceService(s) in {request.scope_label} -> {out_dir}")
         entries: list[ServiceEntry] = []
@@ -389,6 +454,8 @@ def run_fleet(request: FleetRequest, clock: Callable[[], datetime] | None = None
         generated_at=now(),
         entries=tuple(sorted(entries, key=ServiceEntry.sort_key)),
         notebooks=request.notebooks,
+        shard=request.shard,
+        listed=len(listed),
     )
     write_index(result)
     return result
@@ -400,6 +467,8 @@ def _output_dir(request: FleetRequest, now: datetime) -> Path:
 
     # headless names its folders <stamp>-<namespace>-<isvc>: here the two slots read "fleet" and the scope.
     scope = "all" if request.all_namespaces else request.triage.namespace
+    if request.shard is not None:
+        scope += f"-shard-{request.shard.index}-of-{request.shard.count}"
     return headless.output_dir(request.out or None, Target("fleet", scope), now)
 
 
@@ -407,13 +476,13 @@ def _output_dir(request: FleetRequest, now: datetime) -> Path:
 
 
 def write_index(result: FleetResult) -> dict[str, Path]:
-    """fleet.json and fleet.md, atomically; both are rendered before either is written."""
-    document = (json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n").encode()
-    markdown = fleet_markdown(result).encode()
-    return {
-        "fleet.json": write_atomic(result.out_dir / "fleet.json", document),
-        "fleet.md": write_atomic(result.out_dir / "fleet.md", markdown),
+    """fleet.json, fleet.md and fleet.html, atomically; all are rendered before any is written."""
+    rendered = {
+        "fleet.json": (json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n").encode(),
+        "fleet.md": fleet_markdown(result).encode(),
+        "fleet.html": fleet_html_page(result).encode(),
     }
+    return {name: write_atomic(result.out_dir / name, content) for name, content in rendered.items()}
 
 
 def _named(entries: list[ServiceEntry], describe: Callable[[ServiceEntry], str]) -> str:
@@ -441,13 +510,31 @@ def coverage_caveat(result: FleetResult) -> str:
         )
     if result.sources.get("prometheus") == "none":
         notes.append("no Prometheus configured (--prometheus), so nothing was judged from metrics")
+    notes += result.caveats
     if not notes:
         return "Coverage: every service was triaged and every read succeeded."
     return "Coverage: could not see everything: " + "; ".join(notes) + "."
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    """Text as one Markdown table cell: one line, no column break, no raw HTML (names and reasons come from outside)."""
+    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _links(entry: ServiceEntry, notebooks: bool) -> list[tuple[str, str]]:
+    """(label, path relative to the index) of a service's files; none for a service not triaged."""
+    if entry.path is None or entry.status == "error":
+        return []
+    links = [("summary", f"{entry.path}/summary.md"), ("findings", f"{entry.path}/findings.json")]
+    if notebooks:
+        links.append(("report", f"{entry.path}/report.html"))
+    return links
+
+
+def _run_text(entry: ServiceEntry) -> str:
+    if entry.status == "error":
+        return f"error: {entry.reason}"
+    return "partial" if entry.partial else "complete"
 
 
 def _row(position: int, entry: ServiceEntry, notebooks: bool) -> str:
@@ -455,29 +542,61 @@ def _row(position: int, entry: ServiceEntry, notebooks: bool) -> str:
         run_cell = f"**error**: {_cell(entry.reason)}"
     else:
         run_cell = "**partial**" if entry.partial else "complete"
-    links = []
-    if entry.path is not None and entry.status != "error":
-        links.append(f"[summary]({entry.path}/summary.md)")
-        if notebooks:
-            links.append(f"[report]({entry.path}/report.html)")
+    links = [f"[{label}]({path})" for label, path in _links(entry, notebooks)]
     counts = [str(entry.counts[level]) if entry.status != "error" else "–" for level in SEVERITIES]
-    top = f"`{entry.root_causes[0]}`" if entry.root_causes else "–"
-    cells = [str(position), f"{entry.ref}", entry.deployment_mode, *counts, top, run_cell, " · ".join(links) or "–"]
+    top = f"`{_cell(entry.root_causes[0]).replace('`', '')}`" if entry.root_causes else "–"
+    cells = [
+        str(position),
+        _cell(entry.ref),
+        _cell(entry.deployment_mode),
+        *counts,
+        top,
+        run_cell,
+        " · ".join(links) or "–",
+    ]
     return "| " + " | ".join(cells) + " |"
+
+
+def _facts(result: FleetResult) -> list[str]:
+    """The lines under the title: totals, window, sources, time."""
+    totals = result.totals()
+    return [
+        f"{totals['services']} InferenceService(s): {totals['critical']} with critical findings, "
+        f"{totals['error']} not triaged, {totals['warning']} with warnings only, {totals['clean']} with neither "
+        f"({totals['partial']} partial).",
+        f"Window: {window_text(result.window)}",
+        f"Sources: cluster {result.sources.get('cluster')}, metrics {result.sources.get('prometheus')}",
+        f"Generated: {utc_text(result.generated_at)}",
+    ]
+
+
+def fleet_html_page(result: FleetResult) -> str:
+    """fleet.html: the same rows as fleet.md in a table that sorts by any column, offline."""
+    rows = [
+        IndexRow(
+            service=entry.ref,
+            mode=entry.deployment_mode,
+            counts=None
+            if entry.status == "error"
+            else (entry.counts["critical"], entry.counts["warning"], entry.counts["info"]),
+            top_cause=entry.root_causes[0] if entry.root_causes else "",
+            run=_run_text(entry),
+            tier=entry.tier,
+            links=tuple(_links(entry, result.notebooks)),
+        )
+        for entry in result.entries
+    ]
+    return fleet_html(f"Fleet triage: {result.scope}", coverage_caveat(result), _facts(result), rows)
 
 
 def fleet_markdown(result: FleetResult) -> str:
     """The fleet index for people: the coverage caveat, the totals, one row per service, worst first."""
-    totals = result.totals()
-    lines = [f"# Fleet triage: {result.scope}", "", f"_{coverage_caveat(result)}_", ""]
+    summary, *facts = _facts(result)
+    lines = [f"# Fleet triage: {_cell(result.scope)}", "", f"_{_cell(coverage_caveat(result))}_", ""]
     lines += [
-        f"{totals['services']} InferenceService(s): {totals['critical']} with critical findings, "
-        f"{totals['error']} not triaged, {totals['warning']} with warnings only, {totals['clean']} with neither "
-        f"({totals['partial']} partial).",
+        summary,
         "",
-        f"- Window: {window_text(result.window)}",
-        f"- Sources: cluster {result.sources.get('cluster')}, metrics {result.sources.get('prometheus')}",
-        f"- Generated: {utc_text(result.generated_at)}",
+        *(f"- {fact}" for fact in facts),
         "",
         "| # | InferenceService | mode | critical | warning | info | top root cause | run | files |",
         "|---|---|---|---|---|---|---|---|---|",

@@ -212,6 +212,7 @@ def execute(
                     parameters=notebook_parameters(params, out_dir, symptom),
                     kernel_name="python3",
                     progress_bar=False,
+                    shutdown_kernel="immediate",  # nbclient: the cells are done and their files written; a graceful shutdown waits ~0.5 s
                     cwd=str(out_dir),
                     execution_timeout=math.ceil(deadline) if deadline else None,
                 )
@@ -307,6 +308,7 @@ def render_report(
                     parameters=parameters,
                     kernel_name="python3",
                     progress_bar=False,
+                    shutdown_kernel="immediate",  # nbclient: the cells are done and their files written; a graceful shutdown waits ~0.5 s
                     cwd=str(out_dir),
                     execution_timeout=math.ceil(seconds_left) if seconds_left is not None else None,
                 )

@@ -12,14 +12,18 @@ import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from nbhelpers import __version__
 from nbhelpers.cli.whatif import whatif
 from nbhelpers.errors import RunbookError
 from nbhelpers.render.symptoms import SYMPTOM_BY_KEY
+
+if TYPE_CHECKING:
+    from nbhelpers.cli.fleet import FleetResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -191,7 +195,7 @@ def capture(**options: Any) -> None:
     _fail_if_partial(options, bool(failed), f"{len(failed)} reads failed: {listed}")
 
 
-@cli.command("fleet")
+@cli.group("fleet", invoke_without_command=True)
 @click.option("--namespace", "-n", default="", help="Namespace whose InferenceServices to triage.")
 @_live_options
 @_window_options
@@ -199,11 +203,26 @@ def capture(**options: Any) -> None:
 @click.option("--out", default="", help="Output folder (must be new or empty).")
 @click.option("--notebooks", is_flag=True, help="Also run the notebook per service (report.html, triage.ipynb).")
 @click.option("--deadline", default="", help="Overall time limit, e.g. 30m: services not reached are listed as such.")
+@click.option(
+    "--shard",
+    default="",
+    help="I/N: triage only part I of N (I counts from 0, like JOB_COMPLETION_INDEX); "
+    "N runs cover every service once. Join them with 'fleet merge'.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @FAIL_ON_PARTIAL
-def fleet_command(**options: Any) -> None:
-    """Triage every InferenceService of a namespace (or all): files per service, fleet.md worst first."""
-    from nbhelpers.cli.fleet import FleetRequest, run_fleet
+@click.pass_context
+def fleet_command(context: click.Context, /, **options: Any) -> None:
+    """Triage every InferenceService of a namespace (or all): files per service, fleet.md worst first.
+
+    'fleet merge DIR... --out DIR' joins the folders of sharded runs into one index."""
+    if context.invoked_subcommand is not None:
+        given = [name for name in options if context.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+        if given:
+            option = given[0].replace("_", "-")
+            raise RunbookError(f"fleet {context.invoked_subcommand} takes its own options: drop --{option}")
+        return
+    from nbhelpers.cli.fleet import FleetRequest, parse_shard, run_fleet
 
     show_progress = not options["quiet"] and sys.stderr.isatty()
     request = FleetRequest(
@@ -212,8 +231,14 @@ def fleet_command(**options: Any) -> None:
         out=options["out"],
         notebooks=options["notebooks"],
         progress=(lambda message: click.echo(terminal_safe(message), err=True)) if show_progress else None,
+        shard=parse_shard(options["shard"]),
     )
     result = run_fleet(request)
+    _fleet_outcome(result, options)
+
+
+def _fleet_outcome(result: FleetResult, options: dict[str, Any]) -> NoReturn:
+    """Where the index is, the totals, and the exit code of a fleet run or merge."""
     totals = result.totals()
     click.echo(f"fleet: {result.out_dir / 'fleet.md'}")
     click.echo(
@@ -221,8 +246,29 @@ def fleet_command(**options: Any) -> None:
         f"{totals['warning']} warning only, {totals['partial']} partial"
     )
     blind = totals["partial"] + totals["error"]
-    _fail_if_partial(options, blind > 0, f"{blind} service(s) not fully seen; see {result.out_dir / 'fleet.md'}")
+    reason = f"{blind} service(s) not fully seen"
+    if result.caveats:  # fleet merge: folders missing, shards absent ...
+        reason += f" and {len(result.caveats)} gap(s) in the merge"
+    _fail_if_partial(options, blind > 0 or bool(result.caveats), f"{reason}; see {result.out_dir / 'fleet.md'}")
     sys.exit(result.exit_code)
+
+
+@fleet_command.command("merge")
+@click.argument("folders", nargs=-1, required=True, type=click.Path(file_okay=True, dir_okay=True))
+@click.option("--out", required=True, help="Where the merged fleet.json, fleet.md and fleet.html go.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@FAIL_ON_PARTIAL
+def fleet_merge_command(**options: Any) -> None:
+    """Join the folders of 'fleet --shard I/N' runs into one index (fleet.json, fleet.md, fleet.html)."""
+    from nbhelpers.cli.fleet_merge import MergeRequest, run_merge
+
+    show_progress = not options["quiet"] and sys.stderr.isatty()
+    request = MergeRequest(
+        folders=tuple(options["folders"]),
+        out=options["out"],
+        progress=(lambda message: click.echo(terminal_safe(message), err=True)) if show_progress else None,
+    )
+    _fleet_outcome(run_merge(request), options)
 
 
 @cli.command("webhook")

@@ -5,7 +5,8 @@ current_workload`) and answer None when the evidence does not tell; they never s
 
 - :func:`serving_gpu`: the GPU as the engine sees it: the engine's own log line, else the node's NVIDIA
   feature-discovery labels (``nvidia.com/gpu.memory``, then ``nvidia.com/gpu.product`` looked up in
-  :mod:`nbhelpers.models.gpus`), else DCGM's framebuffer used + free.
+  :mod:`nbhelpers.models.gpus`), else DCGM's framebuffer used + free. A pod on a MIG slice (``nvidia.com/mig-…``)
+  is sized from the slice, never from the card's labels.
 - :func:`vllm_version`: the version vLLM printed at start-up, else the tag of a vLLM image.
 - :func:`model_names`: the names the engine's model goes by (flags, ``vllm serve``'s argument, the storageUri).
 - :func:`max_num_seqs`: the ``--max-num-seqs`` in effect per pod (docs/contracts.md#finding-codes and docs/upstream-facts.md): the flag, else the
@@ -23,7 +24,7 @@ from typing import Any, NamedTuple, Protocol
 
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import ContainerLog, Evidence
-from nbhelpers.facts import vllm_args
+from nbhelpers.facts import common, vllm_args
 from nbhelpers.metrics import series
 from nbhelpers.models import gpus
 from nbhelpers.models.vllm_memory import GIB, Gpu, default_max_num_seqs, parse_version
@@ -44,6 +45,8 @@ _ENGINE_TOTAL = (
 )
 # The engine's configuration as it logs it: ``non-default args: {'max_num_seqs': 128, ...}`` or ``max_num_seqs=128``.
 _LOGGED_MAX_NUM_SEQS = re.compile(r"max_num_seqs['\"]?\s*[:=]\s*(\d+)")
+# ``A100-SXM4-40GB-MIG-1g.5gb``: the product label of a node whose GPUs are all split alike (MIG strategy single).
+_SINGLE_STRATEGY_MIG = re.compile(r"-MIG-\d+g\.\d+gb", re.IGNORECASE)
 _IMAGE_VERSION = re.compile(r":v?(\d+\.\d+(?:\.\d+)?)")
 
 
@@ -94,15 +97,28 @@ def serving_logs(evidence: Evidence, workload: ServingWorkload) -> list[Containe
 
 def serving_gpu(evidence: Evidence, workload: ServingWorkload) -> GpuSeen | None:
     """The GPU the serving pod runs on, the most direct source first: the total the engine logged (what it sizes
-    its memory from), the node's memory label, the node's product label in the GPU table, DCGM used + free."""
+    its memory from), the node's memory label, the node's product label in the GPU table, DCGM used + free.
+
+    A pod that requests a MIG slice (``nvidia.com/mig-3g.40gb``, the mixed strategy) runs on the slice, not the card
+    the node labels describe: its size comes from the slice's own label, else DCGM, else the profile's name, and it
+    is named as CUDA names it (``NVIDIA A100-SXM4-80GB MIG 3g.40gb``; :mod:`nbhelpers.models.gpus`)."""
     labels = _node_labels(evidence, workload)
     product = labels.get(GPU_PRODUCT_LABEL, "")
     model = _gpu_model(product)
     name = model.device_name if model is not None else (product.replace("-", " ") or None)
+    mig = requested_mig_slice(workload)
+    if mig is not None:
+        name = f"{name} MIG {mig.profile}" if name else f"MIG {mig.profile}"
     logged = _logged_total_gib(serving_logs(evidence, workload))
     if logged is not None:
         return GpuSeen(Gpu(int(logged * GIB), name), f"{logged:.2f} GiB as the engine saw it (log)")
+    if mig is not None:
+        return _mig_gpu(evidence, labels, mig, name)
     memory = labels.get(GPU_MEMORY_LABEL, "")
+    if memory.isdigit() and _SINGLE_STRATEGY_MIG.search(product):
+        # MIG strategy single: feature discovery overrides both labels with the slice's values, and CUDA reports
+        # the slice's memory as it is (no driver reserve as on a whole card).
+        return GpuSeen(Gpu(int(memory) * gpus.MIB, name), f"node label {GPU_MEMORY_LABEL}={memory} MiB (a MIG slice)")
     if memory.isdigit():
         return GpuSeen(_driver_total(int(memory), name), f"node label {GPU_MEMORY_LABEL}={memory} MiB")
     if model is not None:
@@ -111,6 +127,35 @@ def serving_gpu(evidence: Evidence, workload: ServingWorkload) -> GpuSeen | None
     if dcgm is not None:
         return GpuSeen(_driver_total(dcgm, name), f"DCGM framebuffer used + free = {dcgm:,} MiB")
     return None
+
+
+def requested_mig_slice(workload: ServingWorkload) -> gpus.MigSlice | None:
+    """The MIG slice the serving container requests by profile (mixed strategy), or None."""
+    for resource in common.accelerator_requests(workload.serving):
+        found = gpus.mig_slice(resource)
+        if found is not None:
+            return found
+    return None
+
+
+def _mig_gpu(evidence: Evidence, labels: Mapping[str, str], mig: gpus.MigSlice, name: str | None) -> GpuSeen:
+    """A MIG slice's memory: the slice's node label (MiB, as CUDA reports it), else DCGM used + free for the pod,
+    else the size in the profile's name (a little below the real one). Never ``nvidia.com/gpu.memory``, which
+    is the whole card's."""
+    whole = labels.get(GPU_MEMORY_LABEL, "")
+    card = f"; {GPU_MEMORY_LABEL}={whole} MiB is the whole card" if whole.isdigit() else ""
+    memory = labels.get(mig.memory_label, "")
+    if memory.isdigit():
+        return GpuSeen(
+            Gpu(int(memory) * gpus.MIB, name), f"node label {mig.memory_label}={memory} MiB (the MIG slice{card})"
+        )
+    dcgm = _dcgm_total_mib(evidence)
+    if dcgm is not None:
+        return GpuSeen(Gpu(dcgm * gpus.MIB, name), f"DCGM framebuffer used + free = {dcgm:,} MiB (the MIG slice{card})")
+    return GpuSeen(
+        Gpu(mig.nominal_bytes, name),
+        f"about {mig.memory_gb} GB from the MIG profile {mig.resource} the pod requests{card}",
+    )
 
 
 def _node_labels(evidence: Evidence, workload: ServingWorkload) -> Mapping[str, str]:

@@ -15,6 +15,7 @@ to it. The H200 is missing on purpose: no citable driver-reported total was foun
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from nbhelpers.errors import RunbookError
@@ -94,3 +95,50 @@ def gpu_named(name: str) -> GpuModel:
             return gpu
     known = ", ".join(gpu.name for gpu in GPUS)
     raise RunbookError(f"unknown GPU {name!r} (known: {known}); or give --gpu-memory, e.g. 23.58GiB")
+
+
+# --- MIG slices -----------------------------------------------------------------------------------------
+#
+# With the GPU operator's (device plugin's) MIG strategy ``mixed`` a pod requests one slice by profile,
+# ``nvidia.com/mig-<compute slices>g.<memory>gb`` (``nvidia.com/mig-1g.10gb``, ``nvidia.com/mig-3g.40gb``), and GPU
+# feature discovery labels the node per profile: ``nvidia.com/mig-3g.40gb.memory`` is the slice's memory in MiB,
+# while ``nvidia.com/gpu.memory`` and ``nvidia.com/gpu.product`` still describe the whole card (NVIDIA
+# k8s-device-plugin ``docs/gpu-feature-discovery/README.md``, "MIG 'mixed' strategy"; GPU operator "GPU Operator
+# with MIG"). With the ``single`` strategy the pod requests ``nvidia.com/gpu`` and feature discovery overrides
+# ``nvidia.com/gpu.memory`` with the slice's size and ``nvidia.com/gpu.product`` with e.g.
+# ``A100-SXM4-40GB-MIG-1g.5gb``. CUDA names a slice after its card, ``NVIDIA A100-SXM4-80GB MIG 1g.10gb``
+# (``torch.cuda.get_device_name``), and reports the slice's memory as its total: vLLM sizes everything from it.
+
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+_MIG_PROFILE = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb")
+
+
+@dataclass(frozen=True)
+class MigSlice:
+    """One MIG profile as a pod requests it (``nvidia.com/mig-3g.40gb``)."""
+
+    resource: str
+    compute_slices: int
+    memory_gb: int  # the profile's size in its name, decimal GB
+
+    @property
+    def profile(self) -> str:
+        """``3g.40gb``, as CUDA appends it to the card's name."""
+        return f"{self.compute_slices}g.{self.memory_gb}gb"
+
+    @property
+    def memory_label(self) -> str:
+        """GPU feature discovery's label with the slice's memory in MiB (mixed strategy)."""
+        return f"{self.resource}.memory"
+
+    @property
+    def nominal_bytes(self) -> int:
+        """The size the name gives (10^9 bytes per GB). The real slice is a little larger (1g.10gb: 9728 MiB, 10.2 GB):
+        a lower bound, for when no label tells the exact size."""
+        return self.memory_gb * 10**9
+
+
+def mig_slice(resource: str) -> MigSlice | None:
+    """The MIG profile of a device resource name, or None for a whole GPU (``nvidia.com/gpu``) or other devices."""
+    match = _MIG_PROFILE.match(resource)
+    return MigSlice(resource, int(match.group(1)), int(match.group(2))) if match else None

@@ -94,6 +94,11 @@ KNATIVE_TARGET_ANNOTATION = "autoscaling.knative.dev/target"
 KNATIVE_UTILIZATION_ANNOTATION = "autoscaling.knative.dev/target-utilization-percentage"
 KNATIVE_WINDOW_ANNOTATION = "autoscaling.knative.dev/window"
 KNATIVE_UTILIZATION_DEFAULT = 0.7  # config-autoscaler container-concurrency-target-percentage
+KNATIVE_CONCURRENCY_TARGET_DEFAULT = 100.0  # config-autoscaler container-concurrency-target-default
+# config-autoscaler requests-per-second-target-default (knative/serving PR #5141), used with metric rps; Knative's
+# fixed TargetUtilization (0.7) applies to it instead of the concurrency percentage (ResolveMetricTarget).
+KNATIVE_RPS_TARGET_DEFAULT = 200.0
+KNATIVE_RPS_UTILIZATION = 0.7
 # Knative reads the kebab-case key first and still honours the legacy camelCase one.
 KNATIVE_MIN_SCALE_KEYS = ("autoscaling.knative.dev/min-scale", "autoscaling.knative.dev/minScale")
 KNATIVE_MAX_SCALE_KEYS = ("autoscaling.knative.dev/max-scale", "autoscaling.knative.dev/maxScale")
@@ -341,8 +346,8 @@ class _Config:
 
     enable_scale_to_zero: bool = True
     container_concurrency_target_fraction: float = KNATIVE_UTILIZATION_DEFAULT
-    container_concurrency_target_default: float = 100.0
-    rps_target_default: float = 200.0
+    container_concurrency_target_default: float = KNATIVE_CONCURRENCY_TARGET_DEFAULT
+    rps_target_default: float = KNATIVE_RPS_TARGET_DEFAULT
     max_scale_up_rate: float = 1000.0
     max_scale_down_rate: float = 2.0
     target_burst_capacity: float = 200.0
@@ -355,7 +360,7 @@ class _Config:
     max_scale: int = 0
     max_scale_limit: int = 0
     # Not a ConfigMap key: Knative fixes the rps utilization at 70 % (annotation only).
-    target_utilization: float = field(default=0.7, init=False)
+    target_utilization: float = field(default=KNATIVE_RPS_UTILIZATION, init=False)
 
 
 def kpa_spec_from_manifests(isvc: Mapping[str, Any], config_autoscaler: Mapping[str, Any] | None = None) -> KpaSpec:

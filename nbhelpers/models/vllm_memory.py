@@ -45,9 +45,6 @@ SAFE_MAX_UTILIZATION = 0.95
 # enough (a 22 GiB L4 at 0.95 leaves 1.1 GiB and fails in graph capture).
 MIN_HEADROOM_GIB = 1.5
 LOGITS_BYTES = 4  # the sampler works on fp32 logits
-_V1_FIRST = (0, 8, 0)
-_V1_SMALLER_DEFAULTS = (0, 8, 4)  # the first release with PR #16158's smaller --max-num-seqs default
-_LARGE_GPU_BYTES = 70 * GIB
 _KV_DTYPE_BYTES = {
     "fp8": 1,
     "fp8_e4m3": 1,
@@ -195,34 +192,150 @@ def safe_max_utilization(total_bytes: int) -> float:
     return min(SAFE_MAX_UTILIZATION, math.floor((1 - headroom_share) * 100) / 100)
 
 
+# --- vLLM's batch defaults, release by release ----------------------------------------------------------
+#
+# With neither flag given, the API server picks --max-num-seqs and --max-num-batched-tokens from the engine
+# and the GPU (vllm/engine/arg_utils.py; docs/upstream-facts.md#vllm-defaults-by-version). The V0 engine: 256
+# requests. The V1 engine (the default from 0.8.0) follows the rows of :data:`V1_BATCH_DEFAULTS`. A change ships in
+# the first release tagged after its merge: 0.8.3 came out by 2025-04-07, 0.8.4 by 2025-04-21 and 0.8.5 by
+# 2025-04-29 (the release notes quoted in dependabot PRs of those days), 0.9.0 on 2025-05-15 (its release notes
+# list PR #17885).
+
+V0_MAX_NUM_SEQS = 256
+V1_LARGE_MAX_NUM_SEQS, V1_SMALL_MAX_NUM_SEQS = 1024, 256
+V1_LARGE_BATCHED_TOKENS, V1_SMALL_BATCHED_TOKENS = 8192, 2048  # the API server's; the LLM class doubles them
+
+
+@dataclass(frozen=True)
+class GpuClass:
+    """The GPUs a vLLM release gives its large batch defaults, decided as vLLM decides it at start-up: the device's
+    total memory and/or a substring of its lower-cased name (``torch.cuda.get_device_name``)."""
+
+    large: str  # the GPUs that get the large value, for messages
+    small: str  # the others
+    min_bytes: int = 0
+    names: tuple[str, ...] = ()  # one of these must be in the name (empty: any name)
+    excluded: tuple[str, ...] = ()  # none of these may be in the name
+    unless: str = ""  # with the name unknown: "<small> if the GPU is <unless>"
+    excluded_label: str = ""  # a large card left out by its name
+
+    def describe(self, gpu: Gpu, large: bool) -> str:
+        """The GPUs this one is counted with, for messages."""
+        if large:
+            return self.large
+        if self.excluded_label and gpu.total_bytes >= self.min_bytes:
+            return self.excluded_label
+        return self.small
+
+    def holds(self, gpu: Gpu) -> bool | None:
+        """True when the GPU gets the large defaults, None when that depends on a name that is not known."""
+        if gpu.total_bytes < self.min_bytes:
+            return False
+        if not self.names and not self.excluded:
+            return True
+        if gpu.name is None:
+            return None
+        name = gpu.name.lower()
+        if self.names and not any(part in name for part in self.names):
+            return False
+        return not any(part in name for part in self.excluded)
+
+
+EVERY_GPU = GpuClass("every GPU", "no GPU")
+H100_H200_BY_NAME = GpuClass(
+    "H100 and H200 (by device name)", "GPUs other than H100 and H200", names=("h100", "h200"), unless="not an H100/H200"
+)
+AT_LEAST_70_GIB = GpuClass("GPUs of 70 GiB or more", "GPUs under 70 GiB", min_bytes=70 * GIB)
+AT_LEAST_70_GIB_NOT_A100 = GpuClass(
+    "GPUs of 70 GiB or more other than A100",
+    "GPUs under 70 GiB",
+    min_bytes=70 * GIB,
+    excluded=("a100",),
+    unless="an A100",
+    excluded_label="A100 (left out of the large defaults by name)",
+)
+
+
+@dataclass(frozen=True)
+class BatchDefaults:
+    """One row of vLLM's V1 defaults: from release ``since`` on, until the next row's."""
+
+    since: tuple[int, int, int]
+    change: str  # the upstream change that set the row, and where it is read
+    seqs: GpuClass  # the GPUs with V1_LARGE_MAX_NUM_SEQS
+    tokens: GpuClass  # the GPUs with V1_LARGE_BATCHED_TOKENS
+
+
+V1_BATCH_DEFAULTS: tuple[BatchDefaults, ...] = (
+    # EngineArgs.__post_init__: ``max_num_seqs = 256 if not envs.VLLM_USE_V1 else 1024``; the token budget from
+    # vllm PR #12369 ("[V1] Increase default batch size for H100/H200": ``"h100" in device_name or "h200" in
+    # device_name``). V1 became the default engine in 0.8.0; vllm issues #12529 and #14992 report the 1024.
+    BatchDefaults((0, 8, 0), "the V1 engine's first defaults", EVERY_GPU, H100_H200_BY_NAME),
+    # vllm PR #16158 "[V1] Revert the default max_num_seqs to V0 values for most hardware" (merged 2025-04-07):
+    # 256 except on H100/H200, matched by name.
+    BatchDefaults((0, 8, 4), "vllm PR #16158", H100_H200_BY_NAME, H100_H200_BY_NAME),
+    # vllm PR #17073 "[Minor] Use larger batch sizes for A100/B100/B200/MI300x" (opened 2025-04-23, after 0.8.4):
+    # by memory, ``device_memory >= 70 * GiB_bytes`` (the reviewers' request), so every large card, A100 80GB
+    # included.
+    BatchDefaults((0, 8, 5), "vllm PR #17073", AT_LEAST_70_GIB, AT_LEAST_70_GIB),
+    # vllm PR #17885 "[Perf] Use small max_num_batched_tokens for A100" (v0.9.0 release notes):
+    # ``device_memory >= 70 * GiB_bytes and "a100" not in device_name``, for both defaults; still the rule in
+    # EngineArgs.get_batch_defaults of later releases.
+    BatchDefaults((0, 9, 0), "vllm PR #17885", AT_LEAST_70_GIB_NOT_A100, AT_LEAST_70_GIB_NOT_A100),
+)
+
+
+def batch_defaults_row(version: tuple[int, int, int] | None) -> BatchDefaults | None:
+    """The V1 row in force for ``version`` (the newest for an unknown version); None for the V0 engine (< 0.8)."""
+    if version is None:
+        return V1_BATCH_DEFAULTS[-1]
+    rows = [row for row in V1_BATCH_DEFAULTS if row.since <= version]
+    return rows[-1] if rows else None
+
+
+def _span(row: BatchDefaults, version: tuple[int, int, int] | None) -> str:
+    """``in 0.8.4``, ``in 0.8.0-0.8.3``, ``in 0.9.0 and later`` (``current`` for an unknown version)."""
+    if version is None:
+        return "in current releases (version unknown)"
+    index = V1_BATCH_DEFAULTS.index(row)
+    first = ".".join(map(str, row.since))
+    if index + 1 == len(V1_BATCH_DEFAULTS):
+        return f"in {first} and later"
+    following = V1_BATCH_DEFAULTS[index + 1].since
+    last = (following[0], following[1], following[2] - 1) if following[2] else None
+    if last is None or last == row.since:
+        return f"in {first}"
+    return f"in {first}-{'.'.join(map(str, last))}"
+
+
+def _by_class(
+    gpus: GpuClass, gpu: Gpu, large: int, small: int, row: BatchDefaults, version: tuple[int, int, int] | None
+) -> Setting:
+    where = f"vLLM V1 default {_span(row, version)} ({row.change})"
+    holds = gpus.holds(gpu)
+    if holds is None:
+        assumed = large if gpu.total_bytes >= 70 * GIB else small
+        other = small if assumed == large else large
+        return Setting(assumed, f"{where} on {gpus.large}, but {other} if the GPU is {gpus.unless} (name unknown)")
+    return Setting(large if holds else small, f"{where} on {gpus.describe(gpu, holds)}")
+
+
 def default_max_num_seqs(version: tuple[int, int, int] | None, gpu: Gpu) -> Setting:
-    """vLLM's default ``--max-num-seqs`` (API server): it moves with the engine and the GPU (docs/upstream-facts.md)."""
-    if version is not None and version < _V1_FIRST:
-        return Setting(256, "vLLM default for the V0 engine (< 0.8)")
-    if version is not None and version < _V1_SMALLER_DEFAULTS:
-        # vllm-project/vllm PR #16158 ("Revert the default `max_num_seqs` to V0 values for most hardware", merged
-        # 2025-04-07, in 0.8.4): before it V1 ran 1024 everywhere, which is what its sampler warm-up then tried
-        # ("warming up sampler with 1024 dummy requests", vllm issue #15617 on 0.8.2).
-        return Setting(1024, "vLLM V1 default in 0.8.0-0.8.3 on every GPU")
-    if gpu.total_bytes < _LARGE_GPU_BYTES:
-        return Setting(256, "vLLM V1 default on GPUs under 70 GiB")
-    if gpu.name is None:
-        return Setting(1024, "vLLM V1 default on GPUs of 70 GiB or more, but 256 if the GPU is an A100")
-    if "a100" in gpu.name.lower():
-        return Setting(256, "vLLM V1 default on A100 (the large-GPU defaults exclude it)")
-    return Setting(1024, "vLLM V1 default on GPUs of 70 GiB or more other than A100")
+    """vLLM's default ``--max-num-seqs`` (API server) for the release and the GPU: :data:`V1_BATCH_DEFAULTS`."""
+    row = batch_defaults_row(version)
+    if row is None:
+        return Setting(V0_MAX_NUM_SEQS, "vLLM default for the V0 engine (< 0.8)")
+    return _by_class(row.seqs, gpu, V1_LARGE_MAX_NUM_SEQS, V1_SMALL_MAX_NUM_SEQS, row, version)
 
 
 def default_max_num_batched_tokens(version: tuple[int, int, int] | None, gpu: Gpu, max_model_len: int) -> Setting:
     """vLLM's default token budget per step (API server), which sizes the activation peak it profiles."""
-    if version is not None and version < _V1_FIRST:
+    row = batch_defaults_row(version)
+    if row is None:
         if max_model_len > 32768:
             return Setting(2048, "V0 default with chunked prefill (enabled above 32K context)")
         return Setting(max(max_model_len, 2048), "V0 default without chunked prefill: max(max-model-len, 2048)")
-    large = gpu.total_bytes >= _LARGE_GPU_BYTES and (gpu.name is None or "a100" not in gpu.name.lower())
-    if large:
-        return Setting(8192, "vLLM V1 default on GPUs of 70 GiB or more other than A100")
-    return Setting(2048, "vLLM V1 default on other GPUs")
+    return _by_class(row.tokens, gpu, V1_LARGE_BATCHED_TOKENS, V1_SMALL_BATCHED_TOKENS, row, version)
 
 
 def _setting(flag: int | None, default: Setting) -> Setting:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from nbhelpers.models.vllm_memory import GIB, Gpu, default_max_num_seqs, parse_version
 from nbhelpers.scenarios.spec import (
     BLOCK_SIZE,
     IDLE_BEFORE_SCALE_TO_ZERO_SECONDS,
@@ -331,7 +332,8 @@ def kv_cache(spec: ScenarioSpec, args: tuple[str, ...]) -> KvCache:
     tensor_parallel = int(flag_value(args, "--tensor-parallel-size") or 1)
     utilization = float(flag_value(args, "--gpu-memory-utilization") or 0.9)
     bytes_per_token, available_gib, blocks = kv_cache_blocks(model, node.memory_gib, utilization, tensor_parallel)
-    default_seqs = 1024 if node.memory_gib >= 70 and "A100" not in node.product else 256
+    gpu = Gpu(int(node.memory_gib * GIB), node.product.replace("-", " ") or None)
+    default_seqs = default_max_num_seqs(parse_version(spec.isvc.vllm_version), gpu).value
     max_model_len = int(flag_value(args, "--max-model-len") or flag_value(args, "--max_model_len") or 32768)
     return KvCache(
         bytes_per_token=bytes_per_token,

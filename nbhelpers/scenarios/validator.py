@@ -47,7 +47,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from nbhelpers.errors import BundleError
+from nbhelpers.errors import BundleError, RunbookError
+from nbhelpers.models.vllm_memory import Gpu, default_max_num_seqs, parse_version
 from nbhelpers.scenarios.generator import RAW_METRICS_FILE
 from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.base import SeriesData, series_from_matrix
@@ -540,10 +541,20 @@ def _ceilings(bundle: _Bundle) -> dict[str, int]:
                 node = nodes.get(str(kube.spec(pod).get("nodeName")))
                 labels = kube.labels(node) if node else {}
                 memory_mib = int(labels.get("nvidia.com/gpu.memory", "0") or 0)
-                big = memory_mib >= 70 * 1024 and "A100" not in labels.get("nvidia.com/gpu.product", "")
-                value = "1024" if big else "256"
+                product = labels.get("nvidia.com/gpu.product", "").replace("-", " ") or None
+                gpu = Gpu(memory_mib * 1024 * 1024, product)
+                value = str(default_max_num_seqs(_image_version(str(container.get("image") or "")), gpu).value)
             ceilings[kube.name(pod)] = int(value)
     return ceilings
+
+
+def _image_version(image: str) -> tuple[int, int, int] | None:
+    """The vLLM version in an image tag (``vllm/vllm-openai:v0.10.1``), else None (the newest defaults apply)."""
+    tag = image.rsplit("/", 1)[-1].partition(":")[2]
+    try:
+        return parse_version(tag) if tag else None
+    except RunbookError:
+        return None
 
 
 def _check_metrics(bundle: _Bundle) -> list[str]:

@@ -7,6 +7,7 @@ stamped inside the window.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Callable, Mapping
@@ -235,6 +236,30 @@ def test_serverless_queue_with_kv_headroom_raises_max_num_seqs_in_the_model_args
     patched = _patched(objects, finding)
     assert _args(patched)[-1] == "--max-num-seqs=64"
     assert "QUEUE_SATURATION" not in codes(_run(patched, metrics))
+
+
+def test_vllm_0_8_4_on_a_b200_queues_at_256_requests() -> None:
+    """No --max-num-seqs, vLLM 0.8.4 on a B200 (180 GiB): PR #16158 gave only H100/H200 (by device name) 1024
+    requests, so the pod runs at most 256 and queues above that. Before (the 0.9 rule for every release, >= 70 GiB
+    gets 1024) the pod at 256 was not seen at its ceiling."""
+    objects = load_case(*SERVERLESS)
+    for obj in objects:
+        if obj["kind"] == "Node":
+            obj["metadata"]["labels"] = {
+                "nvidia.com/gpu.product": "NVIDIA-B200",
+                "nvidia.com/gpu.memory": "183359",
+                "nvidia.com/gpu.count": "8",
+            }
+    logs = {
+        (SLS_POD, "kserve-container"): _log(
+            ("11:00:05", "INFO 01-15 11:00:05 [api_server.py:1043] vLLM API server version 0.8.4")
+        )
+    }
+    finding = only(_run(objects, _pinned_with_kv_headroom(256, 0.4), logs), "QUEUE_SATURATION")
+    assert (
+        "ceiling 256 (--max-num-seqs not set: vLLM V1 default in 0.8.4 (vllm PR #16158) on GPUs other than H100 and H200"
+        in (finding.summary)
+    )
 
 
 def test_unknown_ceiling_is_read_from_the_plateau() -> None:
@@ -518,6 +543,29 @@ def test_weights_that_do_not_fit_one_gpu_ask_for_tensor_parallelism_without_a_pa
     assert "--tensor-parallel-size 2" in computed.remediation
 
 
+def test_weights_larger_than_the_mig_slice_are_an_oom_on_the_slice() -> None:
+    """Llama-3.1-8B (about 15 GiB of weights) on nvidia.com/mig-1g.10gb of an A100 80GB (MIG strategy mixed), crash
+    looping with no log line. Before: the node's nvidia.com/gpu.memory (the whole 80 GB card) was taken as the GPU,
+    the weights seemed to fit and nothing explained the crashes."""
+    objects = load_case(*RAW, "checks/GPU_OOM/raw_mig_slice_8b.yaml")
+    finding = only(_run(objects), "GPU_OOM")
+    assert finding.title == "weights of 15 GiB per GPU do not fit a 10 GiB GPU"
+    assert "more than the 9.50 GiB of the GPU" in finding.summary
+    assert any("node label nvidia.com/mig-1g.10gb.memory=9728 MiB (the MIG slice" in line for line in finding.evidence)
+    assert "runs on a MIG slice (nvidia.com/mig-1g.10gb)" in finding.remediation
+    assert "request 2 GPUs" not in finding.remediation
+
+
+def test_weights_that_fit_a_larger_mig_slice_raise_no_oom() -> None:
+    """The same model on nvidia.com/mig-3g.40gb (40192 MiB): the weights fit the slice, no GPU_OOM."""
+    objects = load_case(*RAW, "checks/GPU_OOM/raw_mig_slice_8b.yaml")
+    for obj in objects:
+        text = json.dumps(obj).replace("mig-1g.10gb.memory", "mig-3g.40gb.memory").replace('"9728"', '"40192"')
+        obj.clear()
+        obj.update(json.loads(text.replace("mig-1g.10gb", "mig-3g.40gb")))
+    assert "GPU_OOM" not in codes(_run(objects))
+
+
 def _v082_start(clock: str, args: str) -> list[tuple[str, str]]:
     return [
         (clock, f"INFO 01-15 {clock} [api_server.py:981] vLLM API server version 0.8.2"),
@@ -570,7 +618,7 @@ def test_sampler_warmup_oom_lowers_max_num_seqs_first() -> None:
     assert any("warming up sampler with 1024 dummy requests" in line for line in finding.evidence)
     assert finding.remediation.startswith(
         "The sampler warm-up did not fit: first lower --max-num-seqs from 1024 (--max-num-seqs not set: vLLM V1 "
-        "default in 0.8.0-0.8.3 on every GPU (vLLM 0.8.2, GPU NVIDIA L4)) to 512"
+        "default in 0.8.0-0.8.3 (the V1 engine's first defaults) on every GPU (vLLM 0.8.2, GPU NVIDIA L4)) to 512"
     )
     assert "to 512, as vLLM's own message asks" in finding.remediation
     # Half of the 1024 the engine tried, first; then the utilization back to vLLM's default (0.95 is above it).

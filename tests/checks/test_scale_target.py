@@ -305,6 +305,116 @@ def test_vllm_default_ceiling_depends_on_the_gpu() -> None:
     assert serious(_run(_knative_rollout(objects), logs=VERSION_LOG)) == []
 
 
+def _on_node(objects: list[dict[str, Any]], labels: dict[str, str]) -> list[dict[str, Any]]:
+    """The same objects with the GPU node's feature-discovery labels replaced."""
+    result = copy.deepcopy(objects)
+    for obj in result:
+        if obj["kind"] == "Node":
+            obj["metadata"]["labels"] = {**labels, "nvidia.com/gpu.count": "4"}
+    return result
+
+
+def _version_log(version: str) -> dict[tuple[str, str], str]:
+    return {key: text.replace("0.10.1", version) for key, text in VERSION_LOG.items()}
+
+
+A100_80GB = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+B200 = {"nvidia.com/gpu.product": "NVIDIA-B200", "nvidia.com/gpu.memory": "183359"}
+
+
+def test_vllm_default_ceiling_follows_the_release_that_runs() -> None:
+    """A KPA target of 400 per pod (Knative aims at 280) without --max-num-seqs, judged against vLLM's own default,
+    which moved release by release (models.vllm_memory.V1_BATCH_DEFAULTS).
+
+    vLLM 0.8.5 on an A100 80GB: PR #17073 gave every GPU of 70 GiB or more 1024 requests; before the fix the 0.9
+    rule (A100 excluded, PR #17885) said 256 and raised a false HPA_TARGET_ABOVE_POD_CAPACITY.
+    vLLM 0.8.4 on a B200: PR #16158 gave only H100/H200 (by name) 1024, so a B200 ran 256; before the fix the
+    0.9 rule said 1024 and the finding was missed."""
+    objects = load_case(*SERVERLESS)
+    isvc = next(o for o in objects if o["kind"] == "InferenceService")
+    isvc["metadata"]["annotations"]["autoscaling.knative.dev/target"] = "400"
+    objects = _knative_rollout(objects)
+    assert "HPA_TARGET_ABOVE_POD_CAPACITY" not in codes(_run(_on_node(objects, A100_80GB), logs=_version_log("0.8.5")))
+    finding = only(_run(_on_node(objects, B200), logs=_version_log("0.8.4")), "HPA_TARGET_ABOVE_POD_CAPACITY")
+    assert "ceiling of 256" in finding.title
+    assert "in 0.8.4 (vllm PR #16158) on GPUs other than H100 and H200" in finding.summary
+    # The same target is fine on an H100 in 0.8.4 (1024 by name), and on the A100 from 0.9.0 it is not (256).
+    h100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert "HPA_TARGET_ABOVE_POD_CAPACITY" not in codes(_run(_on_node(objects, h100), logs=_version_log("0.8.4")))
+    assert "HPA_TARGET_ABOVE_POD_CAPACITY" in codes(_run(_on_node(objects, A100_80GB), logs=_version_log("0.9.0")))
+
+
+def _on_rps(objects: list[dict[str, Any]], target: str | None = None) -> list[dict[str, Any]]:
+    """The predictor on KServe's ``scaleMetric: rps`` (KServe writes autoscaling.knative.dev/metric and, with a
+    ``scaleTarget``, /target onto the revision, which Knative copies to the PodAutoscaler)."""
+    result = copy.deepcopy(objects)
+    isvc = next(o for o in result if o["kind"] == "InferenceService")
+    isvc["spec"]["predictor"]["scaleMetric"] = "rps"
+    wanted = {"autoscaling.knative.dev/metric": "rps"}
+    if target is not None:
+        isvc["spec"]["predictor"]["scaleTarget"] = int(target)
+        wanted["autoscaling.knative.dev/target"] = target
+    for obj in result:
+        if obj["kind"] == "PodAutoscaler":
+            obj["metadata"].setdefault("annotations", {}).update(wanted)
+    return result
+
+
+def _kserve_knative_rollout(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """KServe writes ``scaleMetric``/``scaleTarget`` as the revision's metric and target annotations
+    (ksvc_reconciler.go), and Knative copies them to the PodAutoscaler."""
+    result = copy.deepcopy(objects)
+    predictor = next(o for o in result if o["kind"] == "InferenceService")["spec"]["predictor"]
+    wanted = {}
+    if "scaleMetric" in predictor:
+        wanted["autoscaling.knative.dev/metric"] = str(predictor["scaleMetric"])
+    if "scaleTarget" in predictor:
+        wanted["autoscaling.knative.dev/target"] = str(predictor["scaleTarget"])
+    for obj in result:
+        if obj["kind"] == "PodAutoscaler":
+            obj["metadata"].setdefault("annotations", {}).update(wanted)
+    return result
+
+
+def _sls_saturated(running: float, per_pod_rps: float, samples: int = 20) -> dict[str, dict[str, Any]]:
+    """The one Serverless pod running ``running`` requests with a queue and completing ``per_pod_rps`` per second."""
+    return {
+        "vllm_running": _series("vllm_running", ({"pod": SLS_POD}, [running] * samples)),
+        "vllm_waiting": _series("vllm_waiting", ({"pod": SLS_POD}, [12.0] * samples)),
+        "vllm_request_rate": _series("vllm_request_rate", ({}, [per_pod_rps] * samples)),
+    }
+
+
+def test_kpa_on_rps_is_weighed_in_requests_per_second() -> None:
+    """``scaleMetric: rps`` with no target: Knative aims at requests-per-second-target-default 200 x 0.7 = 140
+    arrivals per second per pod (knative/serving ResolveMetricTarget, PR #5141), while a vLLM pod here completes
+    2 requests/s with its batch of 64 full. Before: the check read Knative's concurrency default (100 x 0.7 = 70
+    in-flight) and compared it with the 256 ceiling: no finding, although the pod saturates 70 times over."""
+    objects = _on_rps(_knative_rollout(load_case(*SERVERLESS)))
+    metrics = _sls_saturated(64.0, 2.0)
+    finding = only(_run(objects, logs=VERSION_LOG, metrics=metrics), "HPA_TARGET_ABOVE_POD_CAPACITY")
+    assert finding.title == "KPA target 140 requests/s per pod >= the 2.00 requests/s a pod completes"
+    assert "requests-per-second-target-default 200 (Knative default) x 0.7 (Knative's rps utilization)" in (
+        finding.summary
+    )
+    assert "would hold 4,480 requests (32.0 s each), more than the 64 it runs at once" in finding.summary
+    assert "--max-num-seqs" not in finding.title
+    # The fix moves the revision to concurrency at 80 % of the measured 64: 51 in flight, annotated 72 (x 0.7).
+    assert finding.remediation.startswith("Scale on concurrency instead of rps")
+    fixed = _kserve_knative_rollout(apply_patch(objects, finding))
+    assert "HPA_TARGET_ABOVE_POD_CAPACITY" not in codes(_run(fixed, logs=VERSION_LOG, metrics=metrics))
+
+
+def test_kpa_rps_target_is_never_compared_with_max_num_seqs() -> None:
+    """--max-num-seqs 64 and Knative's rps default: 140 is a rate, not 70 in-flight requests. Before: 'KPA target 70
+    requests per pod >= the pod's ceiling of 64' (the concurrency default, wrong unit). With no completions measured
+    the rate cannot be judged, and a rate a pod does complete raises nothing."""
+    objects = _on_rps(load_case(*SERVERLESS, "checks/HPA_TARGET_ABOVE_POD_CAPACITY/serverless_kpa_default_target.yaml"))
+    assert "HPA_TARGET_ABOVE_POD_CAPACITY" not in codes(_run(objects))
+    modest = _on_rps(objects, target="2")  # 1.4 arrivals/s per pod against 2 completed
+    assert serious(_run(modest, metrics=_sls_saturated(64.0, 2.0))) == []
+
+
 def test_no_default_ceiling_is_assumed_for_an_unknown_vllm_version() -> None:
     """The image tag (rhoai-2.20) and the logs do not tell the vLLM version: the default is not guessed."""
     objects = load_case(*SERVERLESS)

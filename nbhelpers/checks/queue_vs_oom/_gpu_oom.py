@@ -27,6 +27,7 @@ from nbhelpers.checks.queue_vs_oom._facts import (
     scan,
 )
 from nbhelpers.checks.queue_vs_oom._memory import fitting, tensor_parallel_that_fits, weights_exceed_gpu
+from nbhelpers.facts import engine
 from nbhelpers.facts.vllm_log import WARMUP_OOM, warmup_oom_requests
 from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.models.vllm_memory import DEFAULT_GPU_MEMORY_UTILIZATION, GIB, default_max_num_batched_tokens
@@ -184,6 +185,15 @@ def _oom_fix(facts: EngineFacts, hits: list[LogHit]) -> Fix:
             "The weights alone do not fit the GPU (the error came before vLLM finished loading them), so no flag "
             "of a single GPU helps: use more GPUs per replica, a quantized model, or a larger GPU."
         )
+        mig = engine.requested_mig_slice(facts.workload)
+        if mig is not None:
+            # MIG slices have no NVLink or CUDA IPC between them (NVIDIA MIG user guide; RAPIDS "Multi-Instance
+            # GPU"): a bigger slice or a whole GPU, not tensor parallelism over slices.
+            return Fix(
+                what=text + f" The pod runs on a MIG slice ({mig.resource}), not the whole card: request a larger "
+                "MIG profile or a whole GPU (nvidia.com/gpu) that holds the weights; slices have no NVLink or CUDA "
+                f"IPC between them, so spreading the model over several with {TP_FLAG} is no way out."
+            )
         size = tensor_parallel_that_fits(facts)
         if size:
             text += (

@@ -8,6 +8,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from nbhelpers.checks.scale_target._facts import ScaleTargetFacts, Unit, can_scale
 from nbhelpers.checks.scale_target._fixes import request_metric_fix, write_kpa_target
@@ -16,18 +17,20 @@ from nbhelpers.facts.autoscalers import Autoscaler
 from nbhelpers.findings import patches
 from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.models import kpa as kpa_model
+from nbhelpers.models.capacity import PodCapacity
 from nbhelpers.models.kpa import KNATIVE_UTILIZATION_ANNOTATION, KNATIVE_UTILIZATION_DEFAULT
 from nbhelpers.sources import kube
 
-KNATIVE_TARGET_DEFAULT = 100.0
 # Names of per-pod signals that count requests in progress (not queued): their target is a concurrency.
 _IN_FLIGHT = re.compile(r"num_requests_running|requests?_running|in_?flight|concurren", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class _KpaTarget:
-    """Knative's per-pod concurrency aim (total x utilization), the utilization, and how both were resolved."""
+    """Knative's per-pod aim for the revision's metric (total x utilization), the utilization, and how both were
+    resolved. ``metric`` is ``concurrency`` (in-flight requests) or ``rps`` (arrivals per second): two units."""
 
+    metric: str
     effective: float
     fraction: float
     how: str
@@ -76,16 +79,17 @@ def _cpu_on_gpu(
 def targets_above_capacity(facts: ScaleTargetFacts) -> list[Finding]:
     """Targets at or above what a pod runs at once: the measured plateau when the window's metrics show one below
     the flag's ceiling (the KV cache holds fewer requests than ``--max-num-seqs``; measured as the what-if measures
-    it, :func:`nbhelpers.models.capacity.saturated_concurrency`), else the ceiling in effect."""
-    if facts.capacity is None or facts.capacity.limit is None:
+    it, :func:`nbhelpers.models.capacity.saturated_concurrency`), else the ceiling in effect. A KPA on rps aims at
+    a rate, so it is weighed against the requests per second a pod completes, never against the ceiling."""
+    if facts.capacity is None:
         return []
     ceiling = facts.capacity.limit
     findings = []
     for unit in facts.units:
         if unit.primary.klass == "kpa":
-            kpa = _kpa_target(facts, unit.primary)
-            if kpa.effective >= ceiling.value:
-                findings.append(_kpa_above(facts, unit, kpa))
+            findings += _kpa_above_capacity(facts, unit)
+            continue
+        if ceiling is None:
             continue
         for metric in _metrics(unit):
             value = _in_flight_target(metric)
@@ -94,45 +98,99 @@ def targets_above_capacity(facts: ScaleTargetFacts) -> list[Finding]:
     return findings
 
 
-def _kpa_target(facts: ScaleTargetFacts, autoscaler: Autoscaler) -> _KpaTarget:
-    """Knative's per-pod concurrency target and how it was resolved (knative/serving target.go)."""
+def _kpa_above_capacity(facts: ScaleTargetFacts, unit: Unit) -> list[Finding]:
+    assert facts.capacity is not None
+    kpa = _kpa_target(facts, unit.primary)
+    if kpa is None:
+        return []
+    if kpa.metric == kpa_model.RPS:
+        pod = facts.capacity.pod
+        if pod is None or kpa.effective < pod.throughput:
+            return []
+        return [_kpa_rps_above(facts, unit, kpa, pod)]
+    ceiling = facts.capacity.limit
+    if ceiling is None or kpa.effective < ceiling.value:
+        return []
+    return [_kpa_above(facts, unit, kpa)]
+
+
+def _kpa_target(facts: ScaleTargetFacts, autoscaler: Autoscaler) -> _KpaTarget | None:
+    """Knative's per-pod target and how it was resolved, as ``ResolveMetricTarget`` does it
+    (knative/serving ``pkg/reconciler/autoscaling/resources/target.go``): for concurrency the total is
+    ``containerConcurrency``, else ``container-concurrency-target-default`` (100), times
+    ``container-concurrency-target-percentage``; for rps it is ``requests-per-second-target-default`` (200) times
+    Knative's fixed 70 %; a ``target`` annotation replaces the total (for concurrency never above
+    ``containerConcurrency``) and ``target-utilization-percentage`` the fraction. None for a metric the KPA does not
+    scale on (its webhook refuses one)."""
     annotations = kube.annotations(autoscaler.obj)
+    data = _config_autoscaler(facts)
+    metric = str(annotations.get(kpa_model.KNATIVE_METRIC_ANNOTATION) or kpa_model.CONCURRENCY).strip()
+    annotated = scaling.quantity_number(annotations.get(kpa_model.KNATIVE_TARGET_ANNOTATION))
+    if metric == kpa_model.RPS:
+        configured = scaling.quantity_number(data.get("requests-per-second-target-default"))
+        total = configured if configured is not None else kpa_model.KNATIVE_RPS_TARGET_DEFAULT
+        origin = f"requests-per-second-target-default {total:g}" + (
+            "" if configured is not None else " (Knative default)"
+        )
+        if annotated is not None:
+            total, origin = annotated, f"{kpa_model.KNATIVE_TARGET_ANNOTATION} {annotated:g}"
+    elif metric == kpa_model.CONCURRENCY:
+        total, origin = _concurrency_total(autoscaler, data, annotated)
+    else:
+        return None
+    fraction, utilization_origin = _utilization(annotations, data, metric)
+    effective = max(kpa_model.TARGET_MIN, total * fraction)
+    unit = "requests/s" if metric == kpa_model.RPS else "in-flight requests"
+    return _KpaTarget(
+        metric, effective, fraction, f"{metric}: {origin} x {utilization_origin} = {effective:g} {unit} per pod"
+    )
+
+
+def _config_autoscaler(facts: ScaleTargetFacts) -> Mapping[str, Any]:
     config = facts.evidence.config_map(facts.evidence.site.knative_namespace, "config-autoscaler")
-    data = (config.get("data") or {}) if config is not None else {}
+    return (config.get("data") or {}) if config is not None else {}
+
+
+def _concurrency_total(autoscaler: Autoscaler, data: Mapping[str, Any], annotated: float | None) -> tuple[float, str]:
     concurrency = scaling.quantity_number(kube.spec(autoscaler.obj).get("containerConcurrency")) or 0.0
     default_total = scaling.quantity_number(data.get("container-concurrency-target-default"))
-    total = concurrency or (default_total if default_total is not None else KNATIVE_TARGET_DEFAULT)
+    fallback = default_total if default_total is not None else kpa_model.KNATIVE_CONCURRENCY_TARGET_DEFAULT
+    total = concurrency or fallback
     if concurrency:
         origin = f"containerConcurrency {concurrency:g}"
     else:
         origin = f"container-concurrency-target-default {total:g}" + (
             "" if default_total is not None else " (Knative default)"
         )
-    annotated = scaling.quantity_number(annotations.get(kpa_model.KNATIVE_TARGET_ANNOTATION))
     if annotated is not None:
         total = min(annotated, concurrency) if concurrency else annotated
         origin = f"{kpa_model.KNATIVE_TARGET_ANNOTATION} {annotated:g}" + (
             f" capped by containerConcurrency {concurrency:g}" if concurrency and concurrency < annotated else ""
         )
+    return total, origin
+
+
+def _utilization(annotations: Mapping[str, str], data: Mapping[str, Any], metric: str) -> tuple[float, str]:
+    """The fraction of the total Knative aims at: the annotation, else the concurrency percentage of
+    config-autoscaler (concurrency) or Knative's fixed rps utilization."""
     utilization = scaling.quantity_number(annotations.get(KNATIVE_UTILIZATION_ANNOTATION))
     if utilization is not None:
-        fraction, utilization_origin = utilization / 100, f"{KNATIVE_UTILIZATION_ANNOTATION} {utilization:g}"
-    else:
-        configured = scaling.quantity_number(data.get("container-concurrency-target-percentage"))
-        fraction = KNATIVE_UTILIZATION_DEFAULT if configured is None else configured
-        fraction = fraction / 100 if fraction > 1 else fraction
-        utilization_origin = f"container-concurrency-target-percentage {fraction:g}" + (
-            " (Knative default)" if configured is None else ""
-        )
-    effective = max(1.0, total * fraction)
-    return _KpaTarget(effective, fraction, f"{origin} x {utilization_origin} = {effective:g}")
+        return utilization / 100, f"{KNATIVE_UTILIZATION_ANNOTATION} {utilization:g}"
+    if metric == kpa_model.RPS:
+        return kpa_model.KNATIVE_RPS_UTILIZATION, f"{kpa_model.KNATIVE_RPS_UTILIZATION:g} (Knative's rps utilization)"
+    configured = scaling.quantity_number(data.get("container-concurrency-target-percentage"))
+    fraction = KNATIVE_UTILIZATION_DEFAULT if configured is None else configured
+    fraction = fraction / 100 if fraction > 1 else fraction
+    return fraction, f"container-concurrency-target-percentage {fraction:g}" + (
+        " (Knative default)" if configured is None else ""
+    )
 
 
 def _kpa_above(facts: ScaleTargetFacts, unit: Unit, kpa: _KpaTarget) -> Finding:
     assert facts.capacity is not None and facts.capacity.limit is not None
     ceiling = facts.capacity.limit
     effective, how = kpa.effective, kpa.how
-    fix = _kpa_target_fix(facts, kpa)
+    fix = _kpa_target_fix(facts, unit, switch_from_rps=False)
     lines = [unit.describe(), f"KPA target per pod: {how}", *facts.demand_lines()]
     return Finding(
         code="HPA_TARGET_ABOVE_POD_CAPACITY",
@@ -143,6 +201,25 @@ def _kpa_above(facts: ScaleTargetFacts, unit: Unit, kpa: _KpaTarget) -> Finding:
         objects=(*unit.refs, facts.isvc_ref),
         evidence=tuple(lines),
         fix=fix,
+    )
+
+
+def _kpa_rps_above(facts: ScaleTargetFacts, unit: Unit, kpa: _KpaTarget, pod: PodCapacity) -> Finding:
+    """An rps target at or above the requests per second one pod completes with its batch full. Little's law turns
+    the rate into the requests a pod would hold (rate x the seconds a request takes, measured in this window)."""
+    held = kpa.effective * pod.service_seconds
+    lines = [unit.describe(), f"KPA target per pod: {kpa.how}", pod.describe(), *facts.demand_lines()]
+    return Finding(
+        code="HPA_TARGET_ABOVE_POD_CAPACITY",
+        title=f"KPA target {kpa.effective:g} requests/s per pod >= the {pod.throughput:.2f} requests/s a pod completes",
+        summary=f"The revision scales on requests per second ({kpa_model.KNATIVE_METRIC_ANNOTATION}: rps): Knative "
+        f"adds a pod when arrivals pass {kpa.effective:g} per second per pod ({kpa.how}). One vLLM pod completes "
+        f"at most {pod.throughput:.2f} requests/s with its batch full ({pod.throughput_origin}). By Little's law a pod "
+        f"fed {kpa.effective:g} requests/s would hold {held:,.0f} requests ({pod.service_seconds:.1f} s each), more "
+        f"than the {pod.concurrency:g} it runs at once: it saturates and queues long before Knative adds a pod.",
+        objects=(*unit.refs, facts.isvc_ref),
+        evidence=tuple(lines),
+        fix=_kpa_target_fix(facts, unit, switch_from_rps=True),
     )
 
 
@@ -170,12 +247,14 @@ def _label(facts: ScaleTargetFacts) -> str:
     return "ceiling" if facts.capacity.limit is facts.capacity.ceiling else "measured capacity"
 
 
-def _kpa_target_fix(facts: ScaleTargetFacts, kpa: _KpaTarget) -> Fix:
+def _kpa_target_fix(facts: ScaleTargetFacts, unit: Unit, *, switch_from_rps: bool) -> Fix:
+    """A concurrency target below the pod's capacity: in-flight requests are what a vLLM pod's capacity is
+    counted in, so an rps revision is moved to concurrency rather than given a rate derived from this window."""
     assert facts.capacity is not None
     per_pod = facts.capacity.target
     if per_pod is None:
-        return Fix(what="Lower the KPA target below the pod's request ceiling.")
-    fraction = kpa.fraction
+        return Fix(what="Scale on concurrency with a KPA target below the pod's request ceiling.")
+    fraction, _ = _utilization(kube.annotations(unit.primary.obj), _config_autoscaler(facts), kpa_model.CONCURRENCY)
     total = max(1, math.floor(per_pod / fraction))
     predictor = kube.spec(facts.evidence.isvc).get("predictor") or {}
 
@@ -184,8 +263,11 @@ def _kpa_target_fix(facts: ScaleTargetFacts, kpa: _KpaTarget) -> Fix:
         write_kpa_target(isvc, predictor, annotations, total)
 
     plan = patches.plan_patch(facts.evidence.isvc, set_target)
+    switch = (
+        "Scale on concurrency instead of rps (a rate says nothing of how full a pod is). " if switch_from_rps else ""
+    )
     return Fix.from_plan(
-        f"Set the KPA target to {total} in-flight requests per pod, so that Knative aims at "
+        f"{switch}Set the KPA target to {total} in-flight requests per pod, so that Knative aims at "
         f"{total} x {fraction:g} = {total * fraction:.0f}: {facts.capacity.derivation()}.",
         plan,
     )
