@@ -180,7 +180,7 @@ def _matches(allowed: frozenset[str], value: str) -> bool:
 
 
 def rules_of_cluster_roles(path: Path) -> list[PolicyRule]:
-    """The rules of every ClusterRole in a YAML file (e.g. ``deploy/clusterrole.yaml``)."""
+    """The rules of every ClusterRole in a YAML file (e.g. ``deploy/base/clusterrole.yaml``)."""
     return [
         PolicyRule.of(rule)
         for document in read_yaml_objects(path)

@@ -1,4 +1,4 @@
-"""Minimum permissions (issue #9): deploy/clusterrole.yaml is enough, all of it is needed, and a run that sees
+"""Minimum permissions (issue #9): deploy/base/clusterrole.yaml is enough, all of it is needed, and a run that sees
 almost nothing says so first.
 
 The fixture API server enforces RBAC from the ClusterRole's own rules (``FakeApiServer.restrict_to``): a
@@ -31,7 +31,7 @@ from nbhelpers.triage import TriageParams, params_from_text, run
 
 pytestmark = pytest.mark.integration
 
-CLUSTER_ROLE = Path(__file__).parents[1] / "deploy" / "clusterrole.yaml"
+CLUSTER_ROLE = Path(__file__).parents[1] / "deploy" / "base" / "clusterrole.yaml"
 WINDOW = {"start": "2026-01-15T11:00:00Z", "end": "2026-01-15T12:00:00Z"}
 
 

@@ -281,15 +281,39 @@ def fleet_merge_command(**options: Any) -> None:
 @click.option("--secret-env", default="", help="Variable holding the bearer secret Alertmanager must send.")
 @click.option("--insecure-no-auth", is_flag=True, help="Allow a non-loopback --listen without --secret-env.")
 @click.option("--slack-webhook-env", default="", help="Variable holding a Slack incoming-webhook URL to notify.")
+@click.option(
+    "--reports",
+    type=click.Choice(["none", "html"]),
+    default="none",
+    show_default=True,
+    help="html: after the verdict, also render report.html from the run's evidence bundle.",
+)
+@click.option("--public-url", default="", help="The receiver's URL as browsers reach it: notifications link there.")
+@click.option(
+    "--keep", type=click.IntRange(min=0), default=0, show_default=True, help="Keep the newest N runs (0: all)."
+)
+@click.option(
+    "--keep-days",
+    type=click.FloatRange(min=0),
+    default=0,
+    show_default=True,
+    help="Remove runs older than this (0: never).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 def webhook_command(**options: Any) -> None:
-    """Alertmanager receiver: triage the InferenceService each firing alert names (findings.json, summary.md)."""
+    """Alertmanager receiver: triage the InferenceService each firing alert names; serves the report index on GET /."""
     import os
 
     from nbhelpers.cli.webhook import run_receiver, settings_from_options
 
     settings = settings_from_options(_params(options), options, os.environ)
-    run_receiver(settings, None if options["quiet"] else lambda message: click.echo(terminal_safe(message), err=True))
+    # Progress goes to a copy of stderr: rendering a report points file descriptor 2 at the kernel's log.
+    terminal = os.fdopen(os.dup(2), "w", buffering=1)
+    say = None if options["quiet"] else lambda message: click.echo(terminal_safe(message), file=terminal)
+    try:
+        run_receiver(settings, say)
+    finally:
+        terminal.close()
 
 
 @cli.command()

@@ -7,8 +7,13 @@ or triaged within the cooldown are ignored, and the answer (202) says why for
 each. One worker thread takes the jobs in order and runs ``triage.run()``
 in-process (docs/contracts.md#execution-model), so a burst of alerts never starts more than one run
 at a time; each run writes ``findings.json`` and ``summary.md`` into
-``<out>/<UTC time>-<namespace>-<isvc>/`` (docs/contracts.md#output-folder). ``GET /healthz``
-answers 200.
+``<out>/<UTC time>-<namespace>-<isvc>/`` (docs/contracts.md#output-folder) and, with
+``--reports html``, then renders ``report.html`` from the evidence bundle it wrote (verdict first).
+
+Read-only pages: ``GET /`` lists the recent runs and ``GET /runs/<folder>/<file>`` serves their files
+(nbhelpers/cli/webhook_reports.py says what can be reached and why nothing else can); ``GET /metrics``
+is the receiver's own Prometheus metrics and ``GET /healthz`` answers 200. Old runs are pruned by
+count (``--keep``) and age (``--keep-days``) after each run.
 
 The window of a run is [startsAt − lookback, now) (at most 7 days), and the
 incident interval [startsAt, now). Against the cluster the receiver is as
@@ -30,6 +35,7 @@ import re
 import signal
 import socket
 import threading
+import time
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -39,7 +45,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from nbhelpers.cli.headless import output_dir
+from nbhelpers.cli import webhook_reports
+from nbhelpers.cli.headless import output_dir, render_report, write_verdict
+from nbhelpers.cli.webhook_metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from nbhelpers.cli.webhook_metrics import ReceiverMetrics
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Target
 from nbhelpers.findings.catalog import Severity
@@ -58,6 +67,8 @@ MAX_CONNECTIONS = 16  # connections served at once; more are closed at once (Ale
 MIN_SECRET_LENGTH = 16  # a shorter shared secret is refused at start-up: it could be guessed
 MAX_ALERT_NAME = 120  # characters of an alertname kept for logs and notifications
 MAX_ROOT_CAUSES_NOTIFIED = 3
+MAX_FAILURES_LISTED = 20  # failed runs (nothing written) the index lists, newest first
+REPORT_KINDS = ("none", "html")
 # Labels that name the InferenceService directly, in order of preference. The last two are how
 # Prometheus spells the pod label serving.kserve.io/inferenceservice (kube-state-metrics adds "label_").
 ISVC_LABELS = (
@@ -311,7 +322,11 @@ def _duration_text(delta: timedelta) -> str:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """What one triage produced (``error`` set: it could not run, and nothing was written)."""
+    """What one triage produced (``error`` set: it could not run, and nothing was written).
+
+    ``report``: ``"html"`` when report.html was rendered, ``""`` when none was asked for, else why it
+    could not be (the verdict files are there all the same).
+    """
 
     job: Job
     folder: Path | None
@@ -319,22 +334,58 @@ class RunRecord:
     critical: int = 0
     coverage: str = ""
     error: str = ""
+    report: str = ""
+    public_url: str = ""  # the receiver's --public-url, for the link in the notification
+
+    @property
+    def report_failed(self) -> bool:
+        return self.report not in ("", "html")
+
+    @property
+    def link(self) -> str:
+        """Where to read the run: the report (or summary) under --public-url, else the folder on disk."""
+        if self.folder is None:
+            return ""
+        file = "report.html" if self.report == "html" else "summary.md"
+        if self.public_url:
+            return f"{self.public_url}/runs/{self.folder.name}/{file}"
+        return str(self.folder / file) if self.report == "html" else str(self.folder)
 
 
-def triage_job(base: TriageParams, job: Job, out: Path, lookback: timedelta, clock: Clock) -> RunRecord:
-    """Run the triage in-process and write findings.json and summary.md; any failure becomes ``error``."""
-    now = clock()
+def _error_text(error: Exception) -> str:
+    text = " ".join(str(error).split())
+    return text if isinstance(error, RunbookError) else f"{type(error).__name__}: {text}"
+
+
+def triage_job(settings: Settings, job: Job, clock: Clock) -> RunRecord:
+    """Run the triage in-process, write the verdict, then (``--reports html``) render report.html.
+
+    Any failure before the verdict is written becomes ``error``; a report that cannot be rendered
+    costs the report only (``report`` says why).
+    """
+    began, now = time.monotonic(), clock()
+    params = job_params(settings.triage, job, now, settings.lookback)
+    html = settings.reports == "html"
     try:
-        result = run(job_params(base, job, now, lookback), clock=clock)
-        folder = output_dir(None, job.target, now, base=out)
-        write_outputs(result, folder)
+        result = run(params, clock=clock)
+        folder = output_dir(None, job.target, now, base=settings.out)
+        if html:
+            bundle = write_verdict(result, folder)
+        else:
+            write_outputs(result, folder)
     except Exception as error:  # one failed run must not stop the receiver
-        text = " ".join(str(error).split())
-        return RunRecord(
-            job, None, error=text if isinstance(error, RunbookError) else f"{type(error).__name__}: {text}"
-        )
+        return RunRecord(job, None, error=_error_text(error))
+    report = ""
+    if html:
+        left = params.deadline.total_seconds() - (time.monotonic() - began) if params.deadline else None
+        try:
+            report = render_report(result, params, folder, bundle, left) or "html"
+        except Exception as error:  # the verdict stands; only the report is missing
+            report = _error_text(error)
     critical = sum(1 for finding in result.findings if finding.level is Severity.CRITICAL)
-    return RunRecord(job, folder, result.root_causes, critical, coverage_line(result))
+    return RunRecord(
+        job, folder, result.root_causes, critical, coverage_line(result), report=report, public_url=settings.public_url
+    )
 
 
 def printable(text: str) -> str:
@@ -355,9 +406,10 @@ def run_line(record: RunRecord) -> str:
     causes = ", ".join(record.root_causes[:MAX_ROOT_CAUSES_NOTIFIED]) or "none"
     more = len(record.root_causes) - MAX_ROOT_CAUSES_NOTIFIED
     causes += f" and {more} more" if more > 0 else ""
+    unrendered = f" (report.html not rendered: {redact_text(record.report)})" if record.report_failed else ""
     return (
         f"{head}: root causes: {causes} ({record.critical} critical findings). {record.coverage} "
-        f"Report: {record.folder}"
+        f"Report: {record.link}{unrendered}"
     )
 
 
@@ -421,6 +473,10 @@ class Settings:
     secret: str = field(default="", repr=False)  # the bearer token Alertmanager must send; "": none asked
     slack_url: str = field(default="", repr=False)
     secret_env: str = ""  # the variable's name, for the startup line
+    reports: str = "none"  # none | html: also render report.html after the verdict
+    public_url: str = ""  # where the receiver is reachable from a browser, no trailing slash
+    keep: int = 0  # run folders kept (newest first); 0: no limit
+    keep_days: float = 0.0  # run folders older than this are removed; 0: no limit
 
 
 def _env_value(environment: Mapping[str, str], variable: str, option: str) -> str:
@@ -461,18 +517,57 @@ def settings_from_options(triage: TriageParams, options: Mapping[str, Any], envi
         secret=secret,
         slack_url=slack_url,
         secret_env=options["secret_env"],
+        reports=_reports_kind(options.get("reports") or "none"),
+        public_url=parse_public_url(options.get("public_url") or ""),
+        keep=int(_not_negative(options.get("keep") or 0, "--keep")),
+        keep_days=_not_negative(options.get("keep_days") or 0, "--keep-days"),
     )
+
+
+def _reports_kind(value: str) -> str:
+    if value not in REPORT_KINDS:
+        raise RunbookError(f"--reports {value!r}: use one of {', '.join(REPORT_KINDS)}")
+    return value
+
+
+def _not_negative(value: float, option: str) -> float:
+    if value < 0:
+        raise RunbookError(f"{option} {value}: use 0 (no limit) or more")
+    return value
+
+
+def parse_public_url(text: str) -> str:
+    """``--public-url``: an http(s) URL without query or fragment, kept without its trailing slash."""
+    if not text:
+        return ""
+    parts = urlsplit(text.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise RunbookError(f"--public-url {text!r}: use an http(s) URL such as https://runbooks.example.com")
+    if parts.username or parts.password:
+        raise RunbookError("--public-url: the URL must not carry credentials (it is sent in notifications)")
+    return text.strip().rstrip("/")
 
 
 @dataclass(frozen=True)
 class Reply:
+    """An answer: a JSON object, or ``content`` bytes of type ``content_type``."""
+
     status: int
     body: Mapping[str, Any]
     headers: tuple[tuple[str, str], ...] = ()
     close: bool = False  # the request body was not read: the connection cannot be reused
+    content: bytes | None = None
+    content_type: str = "application/json"
 
 
-_ROUTES = {"/alerts": "POST", "/healthz": "GET"}
+_ROUTES = {"/alerts": "POST", "/healthz": "GET", "/": "GET", "/metrics": "GET"}
+_RUNS_PREFIX = "/runs/"
+_PATHS_TEXT = "POST /alerts, GET / (the report index), GET /runs/<run>/<file>, GET /metrics, GET /healthz"
+# The index and the files are static: no script of the receiver's origin runs, and a report runs sandboxed.
+_PAGE_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+_REPORT_POLICY = (
+    "sandbox allow-scripts; default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'unsafe-inline'"
+)
 _READ_HEADERS = ("Authorization", "Content-Length")
 
 
@@ -536,10 +631,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         headers = {name: value for name in _READ_HEADERS if (value := self.headers.get(name)) is not None}
         reply = self.server.receiver.answer(self.command, self.path, headers, self.rfile)
-        body = json.dumps(reply.body).encode()
+        body = json.dumps(reply.body).encode() if reply.content is None else reply.content
         try:
             self.send_response(reply.status)
-            for name, value in (("Content-Type", "application/json"), *reply.headers):
+            for name, value in (("Content-Type", reply.content_type), *reply.headers):
                 self.send_header(name, value)
             self.send_header("Content-Length", str(len(body)))
             if reply.close:
@@ -562,6 +657,8 @@ class WebhookServer:
         self._clock = clock
         self._say = progress or (lambda _message: None)
         self._admissions = Admissions(settings.cooldown)
+        self.metrics = ReceiverMetrics(self._queued)
+        self._failures: list[str] = []
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -584,7 +681,12 @@ class WebhookServer:
         with self._lock:
             return list(self._runs)
 
+    def _queued(self) -> float:
+        with self._lock:
+            return float(self._admissions.queued)
+
     def start(self) -> WebhookServer:
+        self._prune()
         self._worker.start()
         self._http_thread.start()
         return self
@@ -615,13 +717,15 @@ class WebhookServer:
     def answer(self, method: str, target: str, headers: Mapping[str, str], body: io.BufferedIOBase) -> Reply:
         """Route one request: 404 unknown path, 405 wrong method, 401 bad secret, 411/413/400 bad body."""
         path = urlsplit(target).path
-        allowed = _ROUTES.get(path)
+        allowed = "GET" if path.startswith(_RUNS_PREFIX) else _ROUTES.get(path)
         if allowed is None:
-            return _error(404, f"no such path {path!r}: POST /alerts, GET /healthz", close=True)
+            return _error(404, f"no such path {printable(path)[:200]!r}: {_PATHS_TEXT}", close=True)
         if method != allowed:
             return _error(405, f"{path} accepts {allowed} only", ("Allow", allowed), close=True)
-        if path == "/healthz":
-            return Reply(200, {"status": "stopping" if self._stopping.is_set() else "ok"})
+        if allowed == "GET":
+            reply = self._read_only(path)
+            unread_body = headers.get("Content-Length", "0").strip() not in ("", "0")
+            return replace(reply, close=True) if unread_body else reply
         if not self._authorized(headers.get("Authorization", "")):
             return _error(401, "missing or wrong bearer token", ("WWW-Authenticate", "Bearer"), close=True)
         raw_length = headers.get("Content-Length")
@@ -642,6 +746,26 @@ class WebhookServer:
             return _error(503, "shutting down", close=True)
         return Reply(202, self.admit(alerts))
 
+    def _read_only(self, path: str) -> Reply:
+        """The GET pages. ``path`` is as sent (never percent-decoded); nothing here writes."""
+        if path == "/healthz":
+            return Reply(200, {"status": "stopping" if self._stopping.is_set() else "ok"})
+        if path == "/metrics":
+            return Reply(200, {}, content=self.metrics.exposition(), content_type=METRICS_CONTENT_TYPE)
+        nosniff = ("X-Content-Type-Options", "nosniff")
+        if path == "/":
+            with self._lock:
+                failures = list(reversed(self._failures))
+            page = webhook_reports.index_html(webhook_reports.recent_runs(self.settings.out), failures)
+            policy = ("Content-Security-Policy", _PAGE_POLICY)
+            return Reply(200, {}, (policy, nosniff), content=page.encode(), content_type="text/html; charset=utf-8")
+        found = webhook_reports.read_run_file(self.settings.out, path)
+        if found is None:
+            return _error(404, "no such run file: GET / lists the runs and their files")
+        content, content_type = found
+        policy = ("Content-Security-Policy", _REPORT_POLICY if path.endswith(".html") else _PAGE_POLICY)
+        return Reply(200, {}, (policy, nosniff), content=content, content_type=content_type)
+
     def _authorized(self, header: str) -> bool:
         if not self.settings.secret:
             return True
@@ -655,6 +779,7 @@ class WebhookServer:
         ignored: list[dict[str, str]] = []
         now = self._clock()
         for alert in alerts:
+            self.metrics.alerts_received.labels("firing" if alert.status == "firing" else "resolved").inc()
             job = job_for(alert)
             if isinstance(job, Skip):
                 ignored.append({"alert": alert.name, "reason": job.reason})
@@ -668,6 +793,7 @@ class WebhookServer:
                     )
                     self._jobs.put(job)
             if refusal is None:
+                self.metrics.alerts_queued.inc()
                 accepted.append({"alert": alert.name, "namespace": job.target.namespace, "isvc": job.target.isvc})
             else:
                 ignored.append({"alert": alert.name, "reason": f"{job.ref}: {refusal}"})
@@ -676,6 +802,13 @@ class WebhookServer:
     # -- worker --
 
     def _work(self) -> None:
+        try:
+            self._work_until_stopped()
+        finally:
+            if self.settings.reports == "html":
+                _close_event_loop()
+
+    def _work_until_stopped(self) -> None:
         while True:
             job = self._jobs.get()
             if job is None or self._stopping.is_set():
@@ -683,16 +816,44 @@ class WebhookServer:
             with self._lock:
                 self._admissions.started(job.target)
             settings = self.settings
-            record = triage_job(settings.triage, job, settings.out, settings.lookback, self._clock)
+            self.metrics.runs_started.inc()
+            began = time.monotonic()
+            record = triage_job(settings, job, self._clock)
+            self.metrics.run_duration.observe(time.monotonic() - began)
+            if record.error:
+                self.metrics.runs_failed.inc()
+            elif record.report_failed:
+                self.metrics.reports_failed.inc()
+            self._prune()  # before the run counts as finished, so a finished run's folder list is final
+            line = printable(f"webhook: {'failed' if record.error else 'done'} {run_line(record)}")
             with self._changed:
                 self._admissions.finished(job.target, self._clock())
                 self._runs.append(record)
+                if record.error:
+                    self._failures = [*self._failures, f"{format_time(self._clock())} {run_line(record)}"]
+                    self._failures = self._failures[-MAX_FAILURES_LISTED:]
                 self._changed.notify_all()
-            self._say(printable(f"webhook: {'failed' if record.error else 'done'} {run_line(record)}"))
+            self._say(line)
             if settings.slack_url:
                 failure = post_to_slack(settings.slack_url, slack_text(f"kserve-runbook: {run_line(record)}"))
                 if failure:
                     self._say(f"webhook: Slack notification for {job.ref} failed: {failure}")
+
+    def _prune(self) -> None:
+        settings = self.settings
+        if settings.keep or settings.keep_days:
+            removed = webhook_reports.prune(settings.out, self._clock(), settings.keep, settings.keep_days)
+            if removed:
+                self._say(f"webhook: pruned {len(removed)} old run(s), oldest {removed[-1]}")
+
+
+def _close_event_loop() -> None:
+    """Close the event loop papermill's kernel client left open in this thread (one per thread, reused)."""
+    from jupyter_core.utils import ensure_event_loop
+
+    loop = ensure_event_loop()
+    if not loop.is_running():
+        loop.close()
 
 
 def _bind(listen: Listen) -> _HttpServer:
@@ -728,7 +889,7 @@ def run_receiver(settings: Settings, progress: Progress | None) -> None:
     server = serve(settings, progress=progress)
     say = progress or (lambda _message: None)
     auth = f"bearer secret from ${settings.secret_env}" if settings.secret else "none (loopback or --insecure-no-auth)"
-    say(f"webhook: listening on {server.url} (POST /alerts, GET /healthz); authentication: {auth}")
+    say(f"webhook: listening on {server.url} ({_PATHS_TEXT}); authentication of POST /alerts: {auth}")
     stopping = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda _signal, _frame: stopping.set())
     try:
