@@ -11,13 +11,13 @@ resolve triages it again over the incident as it was.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 POD = "vllm-raw-predictor-5f8b9c7d64-h8d2x"
 WAITING = 'vllm:num_requests_waiting{{namespace="raw",pod="{pod}",model_name="llama"}} {value}\n'
 LOOKBACK = timedelta(minutes=30)
+CLUSTER_FIXTURES = Path(__file__).parent / "fixtures" / "cluster"
 
 
 def _get(url: str) -> Any:
@@ -72,11 +73,12 @@ def _runs(out: Path) -> list[Path]:
     return sorted(folder for folder in out.glob("*-raw-vllm-raw") if (folder / "findings.json").is_file())
 
 
-@pytest.fixture
-def receiver(raw_api: FakeApiServer, kubeconfig: Path, tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
-    """``kserve-runbook webhook`` on 127.0.0.1 as a process: (its /alerts URL, its --out, its log)."""
+@contextmanager
+def _receiver(
+    kubeconfig: Path, tmp_path: Path, port: int, prometheus: str, reports: str
+) -> Iterator[tuple[Path, Path]]:
+    """``kserve-runbook webhook`` on 127.0.0.1:``port`` as a process: (its --out, its log)."""
     out, log = tmp_path / "reports", tmp_path / "receiver.log"
-    port = free_port()
     command = [
         str(Path(sys.executable).with_name("kserve-runbook")),
         "webhook",
@@ -90,9 +92,13 @@ def receiver(raw_api: FakeApiServer, kubeconfig: Path, tmp_path: Path) -> Iterat
         "30m",
         "--cooldown",
         "10m",
+        "--reports",
+        reports,
+        "--prometheus",
+        prometheus,
     ]
     with log.open("wb") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": "1"})
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
     try:
         _wait_for(
             "the receiver's /healthz",
@@ -100,10 +106,20 @@ def receiver(raw_api: FakeApiServer, kubeconfig: Path, tmp_path: Path) -> Iterat
             30,
             lambda: log.read_text(errors="replace"),
         )
-        yield f"http://127.0.0.1:{port}/alerts", out, log
+        yield out, log
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+def _text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return str(answer.read().decode())
+
+
+def _namespace_of(path: str) -> str:
+    parts = path.split("/")
+    return parts[parts.index("namespaces") + 1] if "namespaces" in parts[:-1] else ""
 
 
 def _healthy(url: str) -> bool:
@@ -114,11 +130,16 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def test_a_firing_alert_is_triaged_once_and_its_report_written(
-    receiver: tuple[str, Path, Path], tmp_path: Path
+def test_a_firing_alert_is_triaged_once_its_resolve_once_more_and_both_are_listed(
+    raw_api: FakeApiServer, kubeconfig: Path, tmp_path: Path
 ) -> None:
-    url, out, log = receiver
-    with Exporter() as exporter, alerting(exporter, url, tmp_path) as stack:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/alerts"
+    with (
+        Exporter() as exporter,
+        alerting(exporter, url, tmp_path) as stack,
+        _receiver(kubeconfig, tmp_path, port, stack.prometheus_url, reports="html") as (out, log),
+    ):
 
         def logs() -> str:
             return stack.logs() + "\n" + log.read_text(errors="replace")
@@ -139,7 +160,81 @@ def test_a_firing_alert_is_triaged_once_and_its_report_written(
         assert abs((fired_at - LOOKBACK) - window_start) < timedelta(seconds=5)
         assert (runs[0] / "summary.md").is_file()
 
+        _wait_for("the first run's report.html", lambda: (runs[0] / "report.html").is_file(), 90, logs)
+        print(f"alert firing -> report.html on disk: {time.monotonic() - fired_clock:.1f} s")
+
         # Alertmanager repeats the notification every 2 s while the alert fires: still one run.
         first_count = _webhook_notifications(stack)
         _wait_for("two repeated notifications", lambda: _webhook_notifications(stack) >= first_count + 2, 30, logs)
         assert len(_runs(out)) == 1, logs()
+
+        # The queue drains: the resolve is triaged once more, over the incident from start to end.
+        exporter.text = WAITING.format(pod=POD, value=0)
+        runs = _wait_for("the run over the resolved incident", lambda: _runs(out)[1:] and _runs(out), 90, logs)
+        resolved = json.loads((runs[1] / "findings.json").read_text())
+        assert resolved["incident"]["start"] == findings["incident"]["start"]
+        incident_end = parse_k8s_time(resolved["incident"]["end"])
+        assert fired_at < incident_end <= datetime.now(timezone.utc)
+        assert resolved["window"] == {"start": findings["window"]["start"], "end": resolved["incident"]["end"]}
+        time.sleep(3)  # longer than the repeat interval: nothing more is triaged
+        assert len(_runs(out)) == 2, logs()
+
+        # The receiver's index lists both runs, each linking to its report.
+        index = _text(url.removesuffix("/alerts") + "/")
+        for run in runs:
+            assert f"runs/{run.name}/report.html" in index
+            assert _text(url.removesuffix("/alerts") + f"/runs/{run.name}/findings.json").startswith("{")
+
+
+def _minimal_isvc(namespace: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"predictor": {"model": {"modelFormat": {"name": "huggingface"}}}},
+    }
+
+
+def test_an_alert_storm_queues_and_the_api_server_sees_one_triage_at_a_time(
+    fake_api: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """300 alerts for 20 services through Alertmanager: 20 runs, one after another."""
+    namespaces = [f"team-{index:02d}" for index in range(20)]
+    fake_api.load(CLUSTER_FIXTURES / "common")  # the CRDs and KServe's config
+    for namespace in namespaces:
+        fake_api.cluster.add(_minimal_isvc(namespace, "chat"))
+    port = free_port()
+    with (
+        Exporter() as exporter,
+        alerting(exporter, f"http://127.0.0.1:{port}/alerts", tmp_path) as stack,
+        _receiver(kubeconfig, tmp_path, port, stack.prometheus_url, reports="none") as (_out, log),
+    ):
+        now = datetime.now(timezone.utc)
+        storm = [
+            {
+                "labels": {"alertname": f"Storm{kind:02d}", "namespace": namespace, "inferenceservice": "chat"},
+                "startsAt": (now - timedelta(minutes=1)).isoformat(),
+            }
+            for namespace in namespaces
+            for kind in range(15)
+        ]
+        request = urllib.request.Request(
+            f"{stack.alertmanager_url}/api/v2/alerts",
+            data=json.dumps(storm).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        fake_api.clear_requests()
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert answer.status == 200
+
+        def finished() -> bool:
+            text = log.read_text(errors="replace")
+            return text.count("webhook: done ") + text.count("webhook: failed ") >= len(namespaces)
+
+        _wait_for("20 runs", finished, 120, lambda: stack.logs() + log.read_text(errors="replace"))
+    order = [_namespace_of(request.path) for request in fake_api.requests]
+    visited = [namespace for namespace in order if namespace in namespaces]
+    blocks = [namespace for index, namespace in enumerate(visited) if index == 0 or visited[index - 1] != namespace]
+    assert sorted(blocks) == namespaces  # each service's reads form one block: never two triages at once
+    assert {request.method for request in fake_api.requests} == {"GET"}

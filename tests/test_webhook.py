@@ -229,8 +229,15 @@ def test_a_version_4_payload_parses_into_its_alerts() -> None:
             "firing",
             {"alertname": "VLLMHigh503", "namespace": "llm", "isvc": "vllm-llm"},
             "2026-01-15T11:40:00.123456789Z",
+            "0001-01-01T00:00:00Z",
         ),
-        Alert("VLLMHigh503", "resolved", {"alertname": "VLLMHigh503"}, "2026-01-15T11:40:00.123456789Z"),
+        Alert(
+            "VLLMHigh503",
+            "resolved",
+            {"alertname": "VLLMHigh503"},
+            "2026-01-15T11:40:00.123456789Z",
+            "0001-01-01T00:00:00Z",
+        ),
     ]
 
 
@@ -322,15 +329,48 @@ def test_an_alert_without_a_usable_target_is_skipped_with_the_reason(labels: dic
     assert isinstance(found, Skip) and reason in found.reason
 
 
-def test_only_firing_alerts_with_a_time_become_jobs() -> None:
+def test_firing_and_resolved_alerts_with_their_times_become_jobs() -> None:
     labels = {"alertname": "X", "namespace": "llm", "isvc": "vllm-llm"}
-    assert job_for(Alert("X", "firing", labels, "2026-01-15T11:40:00Z")) == Job(
-        Target("llm", "vllm-llm"), "X", datetime(2026, 1, 15, 11, 40, tzinfo=timezone.utc)
+    began, ended = (
+        datetime(2026, 1, 15, 11, 40, tzinfo=timezone.utc),
+        datetime(2026, 1, 15, 11, 55, tzinfo=timezone.utc),
     )
-    resolved = job_for(Alert("X", "resolved", labels, "2026-01-15T11:40:00Z"))
-    assert isinstance(resolved, Skip) and "only firing" in resolved.reason
+    assert job_for(Alert("X", "firing", labels, "2026-01-15T11:40:00Z")) == Job(Target("llm", "vllm-llm"), "X", began)
+    resolved = job_for(Alert("X", "resolved", labels, "2026-01-15T11:40:00Z", "2026-01-15T11:55:00.5Z"))
+    assert resolved == Job(Target("llm", "vllm-llm"), "X", began, ended.replace(microsecond=500000))
+    for ends_at in ("0001-01-01T00:00:00Z", "2026-01-15T11:39:00Z", "soon"):
+        unended = job_for(Alert("X", "resolved", labels, "2026-01-15T11:40:00Z", ends_at))
+        assert isinstance(unended, Skip) and "endsAt" in unended.reason
+    other = job_for(Alert("X", "suppressed", labels, "2026-01-15T11:40:00Z"))
+    assert isinstance(other, Skip) and "only firing and resolved" in other.reason
     untimed = job_for(Alert("X", "firing", labels, "yesterday"))
     assert isinstance(untimed, Skip) and "startsAt" in untimed.reason
+
+
+def test_a_resolved_alert_runs_over_the_incident_as_it_was() -> None:
+    began, ended = (
+        datetime(2026, 1, 15, 11, 20, tzinfo=timezone.utc),
+        datetime(2026, 1, 15, 11, 45, tzinfo=timezone.utc),
+    )
+    job = Job(Target("llm", "vllm-llm"), "X", began, ended)
+    params = job_params(params_from_text({"kubeconfig": "k"}), job, NOW, timedelta(minutes=30))
+    assert (params.start, params.end) == (began - timedelta(minutes=30), ended)
+    assert (params.incident_start, params.incident_end) == (began, ended)
+
+
+def test_a_resolved_incident_is_queued_once_and_the_cooldown_does_not_hold_it_back() -> None:
+    admissions = Admissions(cooldown=timedelta(minutes=10))
+    target, began = Target("llm", "vllm-llm"), datetime(2026, 1, 15, 11, 20, tzinfo=timezone.utc)
+    assert admissions.admit(target, NOW) is None
+    admissions.started(target)
+    admissions.finished(target, NOW)
+    assert admissions.admit(target, NOW) is not None  # firing again: within the cooldown
+    assert admissions.admit_resolved(target, began) is None  # the resolve: once, cooldown or not
+    assert admissions.queued == 1
+    assert "already triaged" in (admissions.admit_resolved(target, began) or "")
+    admissions.started(target, resolved=True)
+    assert admissions.queued == 0
+    assert admissions.admit_resolved(target, began + timedelta(hours=1)) is None  # a later incident
 
 
 def test_the_window_reaches_back_a_lookback_before_the_alert_and_the_incident_starts_with_it() -> None:
@@ -469,7 +509,7 @@ def test_a_firing_alert_is_triaged_and_its_findings_written(serverless_api: Fake
     assert answer.status == 202
     assert answer.body["accepted"] == [{"alert": "VLLMHigh503", "namespace": "llm", "isvc": "vllm-llm"}]
     reasons = [entry["reason"] for entry in answer.body["ignored"]]
-    assert len(reasons) == 2 and "only firing" in reasons[0] and "no InferenceService label" in reasons[1]
+    assert len(reasons) == 2 and "endsAt" in reasons[0] and "no InferenceService label" in reasons[1]
     assert record.error == "" and record.folder is not None
     assert record.folder.parent == receiver.out and record.folder.name == "20260115T120000Z-llm-vllm-llm"
     assert sorted(path.name for path in record.folder.iterdir()) == ["findings.json", "summary.md"]

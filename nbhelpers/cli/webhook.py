@@ -2,9 +2,12 @@
 
 ``POST /alerts`` takes Alertmanager's webhook payload (version 4). Each firing
 alert that names an InferenceService (see :func:`find_target`) becomes a job;
-resolved alerts, alerts without a target, and targets already queued, running
-or triaged within the cooldown are ignored, and the answer (202) says why for
-each. One worker thread takes the jobs in order and runs ``triage.run()``
+alerts without a target, and targets already queued, running or triaged within
+the cooldown are ignored, and the answer (202) says why for each. A resolved
+alert becomes one more job over the incident as it was, [startsAt, endsAt]: the
+run made while it fired saw only its beginning. That run ignores the cooldown,
+and each resolved incident (service and startsAt) is triaged once however often
+Alertmanager resends it. One worker thread takes the jobs in order and runs ``triage.run()``
 in-process (docs/contracts.md#execution-model), so a burst of alerts never starts more than one run
 at a time; each run writes ``findings.json`` and ``summary.md`` into
 ``<out>/<UTC time>-<namespace>-<isvc>/`` (docs/contracts.md#output-folder) and, with
@@ -67,6 +70,7 @@ MAX_CONNECTIONS = 16  # connections served at once; more are closed at once (Ale
 MIN_SECRET_LENGTH = 16  # a shorter shared secret is refused at start-up: it could be guessed
 MAX_ALERT_NAME = 120  # characters of an alertname kept for logs and notifications
 MAX_ROOT_CAUSES_NOTIFIED = 3
+MAX_RESOLVED_REMEMBERED = 1024  # resolved incidents remembered so that a resent resolve is not triaged twice
 MAX_FAILURES_LISTED = 20  # failed runs (nothing written) the index lists, newest first
 REPORT_KINDS = ("none", "html")
 # Labels that name the InferenceService directly, in order of preference. The last two are how
@@ -112,6 +116,7 @@ class Alert:
     status: str  # firing | resolved
     labels: Mapping[str, str]
     starts_at: str  # as sent (RFC 3339, nanoseconds allowed)
+    ends_at: str = ""  # as sent; Alertmanager writes the zero time while the alert fires
 
 
 @dataclass(frozen=True)
@@ -128,10 +133,15 @@ class Job:
     target: Target
     alert: str
     starts_at: datetime
+    ends_at: datetime | None = None  # set for a resolved alert: the run covers [starts_at, ends_at]
 
     @property
     def ref(self) -> str:
         return f"{self.target.namespace}/{self.target.isvc}"
+
+    @property
+    def resolved(self) -> bool:
+        return self.ends_at is not None
 
 
 def _string_map(value: Any, where: str) -> dict[str, str]:
@@ -162,12 +172,12 @@ def parse_payload(body: bytes) -> list[Alert]:
         where = f"alerts[{index}]"
         if not isinstance(alert, dict):
             raise PayloadError(f"{where} must be an object")
-        status, starts_at = alert.get("status"), alert.get("startsAt", "")
-        if not isinstance(status, str) or not isinstance(starts_at, str):
-            raise PayloadError(f"{where}: 'status' and 'startsAt' must be strings")
+        status, starts_at, ends_at = alert.get("status"), alert.get("startsAt", ""), alert.get("endsAt", "")
+        if not isinstance(status, str) or not isinstance(starts_at, str) or not isinstance(ends_at, str):
+            raise PayloadError(f"{where}: 'status', 'startsAt' and 'endsAt' must be strings")
         labels = _string_map(alert.get("labels"), f"{where}.labels")
         _string_map(alert.get("annotations"), f"{where}.annotations")
-        parsed.append(Alert(labels.get("alertname", ""), status, labels, starts_at))
+        parsed.append(Alert(labels.get("alertname", ""), status, labels, starts_at, ends_at))
     return parsed
 
 
@@ -229,15 +239,21 @@ def find_target(labels: Mapping[str, str]) -> Target | Skip:
 
 def job_for(alert: Alert) -> Job | Skip:
     """The triage a single alert asks for, or why it asks for none."""
-    if alert.status != "firing":
-        return Skip(f"status {alert.status!r}: only firing alerts are triaged")
+    if alert.status not in ("firing", "resolved"):
+        return Skip(f"status {alert.status!r}: only firing and resolved alerts are triaged")
     target = find_target(alert.labels)
     if isinstance(target, Skip):
         return target
     starts_at = parse_alert_time(alert.starts_at)
     if starts_at is None:
         return Skip(f"startsAt {alert.starts_at!r} is not an RFC 3339 time")
-    return Job(target, printable(alert.name)[:MAX_ALERT_NAME], starts_at)
+    name = printable(alert.name)[:MAX_ALERT_NAME]
+    if alert.status == "firing":
+        return Job(target, name, starts_at)
+    ends_at = parse_alert_time(alert.ends_at)
+    if ends_at is None or ends_at <= starts_at:
+        return Skip(f"resolved, but endsAt {alert.ends_at!r} is not an RFC 3339 time after startsAt")
+    return Job(target, name, starts_at, ends_at)
 
 
 def _whole_seconds(moment: datetime) -> datetime:
@@ -245,7 +261,10 @@ def _whole_seconds(moment: datetime) -> datetime:
 
 
 def job_params(base: TriageParams, job: Job, now: datetime, lookback: timedelta) -> TriageParams:
-    """The run's parameters: window [startsAt − lookback, now) capped at 7 days, incident [startsAt, now)."""
+    """The run's parameters: window [startsAt − lookback, end) capped at 7 days, incident [startsAt, end),
+    where ``end`` is now for a firing alert and its endsAt (at the latest now) for a resolved one."""
+    if job.ends_at is not None:
+        now = min(now, job.ends_at)
     began = min(job.starts_at, now - timedelta(seconds=1))  # a clock running behind Alertmanager's
     start = max(began - lookback, now - MAX_WINDOW)
     return replace(
@@ -276,6 +295,21 @@ class Admissions:
         self._queued: set[Target] = set()
         self._running: Target | None = None
         self._finished: dict[Target, datetime] = {}
+        self._resolved: dict[tuple[Target, datetime], None] = {}  # incidents whose resolve was queued, oldest first
+        self._resolved_waiting = 0
+
+    def admit_resolved(self, target: Target, starts_at: datetime) -> str | None:
+        """Queue the run over a resolved incident once per (service, startsAt); the cooldown does not apply."""
+        key = (target, starts_at)
+        if key in self._resolved:
+            return "this resolved incident was already triaged or queued"
+        if self.queued >= self.max_queued:
+            return f"queue full ({self.max_queued} runs waiting); Alertmanager will send it again"
+        self._resolved[key] = None
+        self._resolved_waiting += 1
+        while len(self._resolved) > MAX_RESOLVED_REMEMBERED:
+            del self._resolved[next(iter(self._resolved))]
+        return None
 
     def admit(self, target: Target, now: datetime) -> str | None:
         """Queue ``target`` and return ``None``, or return why it is not queued."""
@@ -289,13 +323,16 @@ class Admissions:
                 f"triaged {_duration_text(now - last)} ago; not again within the cooldown of "
                 f"{_duration_text(self.cooldown)}"
             )
-        if len(self._queued) >= self.max_queued:
-            return f"queue full ({self.max_queued} services waiting); Alertmanager will send it again"
+        if self.queued >= self.max_queued:
+            return f"queue full ({self.max_queued} runs waiting); Alertmanager will send it again"
         self._queued.add(target)
         return None
 
-    def started(self, target: Target) -> None:
-        self._queued.discard(target)
+    def started(self, target: Target, resolved: bool = False) -> None:
+        if resolved:
+            self._resolved_waiting -= 1
+        else:
+            self._queued.discard(target)
         self._running = target
 
     def finished(self, target: Target, now: datetime) -> None:
@@ -305,7 +342,7 @@ class Admissions:
 
     @property
     def queued(self) -> int:
-        return len(self._queued)
+        return len(self._queued) + self._resolved_waiting
 
 
 def _duration_text(delta: timedelta) -> str:
@@ -785,12 +822,14 @@ class WebhookServer:
                 ignored.append({"alert": alert.name, "reason": job.reason})
                 continue
             with self._lock:
-                refusal = self._admissions.admit(job.target, now)
+                if job.ends_at is not None:
+                    refusal = self._admissions.admit_resolved(job.target, job.starts_at)
+                    state = f"resolved, {format_time(job.starts_at)} to {format_time(job.ends_at)}"
+                else:
+                    refusal = self._admissions.admit(job.target, now)
+                    state = f"firing since {format_time(job.starts_at)}"
                 if refusal is None:  # said before the worker can pick it up, so the lines keep their order
-                    self._say(
-                        f"webhook: queued {job.ref} (alert {job.alert or 'unnamed'} firing since "
-                        f"{format_time(job.starts_at)})"
-                    )
+                    self._say(f"webhook: queued {job.ref} (alert {job.alert or 'unnamed'} {state})")
                     self._jobs.put(job)
             if refusal is None:
                 self.metrics.alerts_queued.inc()
@@ -814,7 +853,7 @@ class WebhookServer:
             if job is None or self._stopping.is_set():
                 return
             with self._lock:
-                self._admissions.started(job.target)
+                self._admissions.started(job.target, job.resolved)
             settings = self.settings
             self.metrics.runs_started.inc()
             began = time.monotonic()
