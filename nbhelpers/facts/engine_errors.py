@@ -89,6 +89,9 @@ class EngineError:
     container: str
     source: str  # "termination message" | "log" | "previous log"
     match: re.Match[str] | None = None
+    # False when the container did not end by itself: killed (liveness, 137/143) or still running unready while
+    # the engine waits on what its log names (a tensor-parallel size above the pod's GPUs makes it wait for Ray).
+    exited: bool = True
 
     def describe(self) -> str:
         return f"{self.source} of {self.pod}/{self.container}: {shorten(self.line, 300)!r}"
@@ -152,11 +155,15 @@ def termination_message(status: Mapping[str, Any]) -> str:
 def find(
     pods: Sequence[Mapping[str, Any]], container: str, logs: Iterable[ContainerLog]
 ) -> tuple[list[Mapping[str, Any]], EngineError | None]:
-    """The failing predictor pods (serving container not ready and exiting) and the engine's last error among them.
+    """The failing predictor pods and the engine's last error among them.
+
+    A pod fails when its serving container is not ready and either exits by itself with an error, or (killed from
+    outside, or still running unready) its own log names a known cause: an engine that waits for what it cannot get
+    never exits by itself before a liveness probe kills it (vllm-project/vllm#25263).
 
     Order of preference for the quote: a classified error (termination message, previous log, current log), then an
-    unclassified exception from the same places. None when no error line was read or when the memory codes
-    (``GPU_OOM``, ``VLLM_KV_CAPACITY_EXCEEDED``, ``VLLM_MEMORY_UTILIZATION_RISKY``) own the failure.
+    unclassified exception of a container that exited by itself. None when no error line was read or when the memory
+    codes (``GPU_OOM``, ``VLLM_KV_CAPACITY_EXCEEDED``, ``VLLM_MEMORY_UTILIZATION_RISKY``) own the failure.
     """
     by_pod: dict[str, list[ContainerLog]] = {}
     for log in logs:
@@ -166,18 +173,22 @@ def find(
     for pod in pods:
         name = str((pod.get("metadata") or {}).get("name"))
         statuses = [s for s in (pod.get("status") or {}).get("containerStatuses") or [] if s.get("name") == container]
-        if not statuses or not failing(statuses[0]):
+        if not statuses or statuses[0].get("ready"):
             continue
-        failing_pods.append(pod)
+        exited = failing(statuses[0])
         sources = [("termination message", termination_message(statuses[0]))]
         for log in sorted(by_pod.get(name, []), key=lambda log: not log.previous):
             sources.append(("previous log" if log.previous else "log", log.text))
+        hits: list[EngineError] = []
         for source, text in sources:
             if OWNED_ELSEWHERE.search(text):
-                return failing_pods, None  # a memory code names this failure
+                return [*failing_pods, pod] if exited else failing_pods, None  # a memory code names this failure
             hit = last_error(text) if text else None
-            if hit is not None:
-                found.append(EngineError(hit[0], hit[2], name, container, source, hit[1]))
+            if hit is not None and (exited or hit[0] != UNKNOWN):
+                hits.append(EngineError(hit[0], hit[2], name, container, source, hit[1], exited))
+        if exited or hits:
+            failing_pods.append(pod)
+            found += hits
     classified = [error for error in found if error.cause != UNKNOWN]
     chosen = classified or found
     return failing_pods, chosen[0] if chosen else None

@@ -44,6 +44,30 @@ KV_CAPACITY_ERROR = "kv_capacity"
 # seconds of the start, before any weight loads.
 BATCHED_TOKENS_ERROR = "batched_tokens"
 BATCHED_TOKENS_REFUSAL_SECONDS = 7.5
+# Other refusals before any weight loads, each after the step that raises it: the engine picks its internal port
+# for the distributed init (a VLLM_PORT set by a Service link is read there), the GPU worker checks the dtype when
+# it initializes the device, and the config's hub download of config.json needs a writable cache first.
+VLLM_PORT_ERROR = "vllm_port_uri"
+DTYPE_ERROR = "dtype"
+CACHE_PERMISSION_ERROR = "cache_permission"
+# --tensor-parallel-size above the pod's GPUs: vLLM V1's Ray executor waits for a placement group that never forms
+# and gives up after PG_WAIT_TIMEOUT (1800 s, vllm/v1/executor/ray_utils.py); the server never listens meanwhile.
+TENSOR_PARALLEL_ERROR = "tensor_parallel"
+PLACEMENT_GROUP_TIMEOUT_SECONDS = 1800.0
+TENSOR_PARALLEL_WAIT_STARTS_SECONDS = 19.0
+# Fault type -> (Run.engine_error, seconds from the container's start to its exit).
+START_REFUSALS = {
+    "batched_tokens_below_max_model_len": (BATCHED_TOKENS_ERROR, BATCHED_TOKENS_REFUSAL_SECONDS),
+    "vllm_port_service_link": (VLLM_PORT_ERROR, 17.2),
+    "bf16_on_pre_ampere_gpu": (DTYPE_ERROR, 18.4),
+    "hf_cache_not_writable": (CACHE_PERMISSION_ERROR, 6.8),
+    "tensor_parallel_above_gpus": (
+        TENSOR_PARALLEL_ERROR,
+        TENSOR_PARALLEL_WAIT_STARTS_SECONDS + PLACEMENT_GROUP_TIMEOUT_SECONDS + 1.6,
+    ),
+}
+# Refusals that leave the server silent until they exit (a liveness probe may kill it first): the rest exit early.
+HANGING_REFUSALS = frozenset({TENSOR_PARALLEL_ERROR})
 # Kubernetes' alphabet for generated name suffixes and pod-template hashes (no vowels, no look-alikes).
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -105,7 +129,7 @@ class Run:
     reason: str = ""  # why it ended: Error (killed after failing liveness, or the engine died) | OOMKilled
     exit_code: int = 0
     killed_at: datetime | None = None  # the kubelet's liveness kill, ``grace`` before ``ended``
-    engine_error: str = ""  # the engine refused to start, and its log says why: CUDA_OOM_ERROR | KV_CAPACITY_ERROR
+    engine_error: str = ""  # the engine refused to start, and its log says why: CUDA_OOM_ERROR, KV_CAPACITY_ERROR, ...
 
     def active(self, moment: datetime) -> bool:
         return self.started <= moment and (self.ended is None or moment < self.ended)
@@ -254,6 +278,9 @@ def apply_faults(spec: ScenarioSpec) -> tuple[str, ...]:
         if fault.type == "gpu_memory_overcommitted":
             utilization = float(fault.params["gpu_memory_utilization"])
             args = (*without_flag(args, "--gpu-memory-utilization"), "--gpu-memory-utilization", f"{utilization:g}")
+        if fault.type == "tensor_parallel_above_gpus":
+            size = str(int(fault.params["tensor_parallel_size"]))
+            args = (*without_flag(args, "--tensor-parallel-size"), "--tensor-parallel-size", size)
         if fault.type == "batched_tokens_below_max_model_len":
             tokens = str(int(fault.params["max_num_batched_tokens"]))
             args = (*without_flag(args, "--max-num-batched-tokens"), "--max-num-batched-tokens", tokens)
@@ -535,18 +562,22 @@ def _pod_plan(
         gpu_oom = start + timedelta(seconds=gpu_after) if gpu_after is not None else None
         kv_after = kv_refusal_seconds(plan_inputs.kv, load)
         kv_refused = start + timedelta(seconds=kv_after) if kv_after is not None else None
-        batched_refused = (
-            start + timedelta(seconds=BATCHED_TOKENS_REFUSAL_SECONDS)
-            if any(fault.type == "batched_tokens_below_max_model_len" for fault in spec.faults)
-            else None
-        )
+        refusal = start_refusal(spec)
+        refused = start + timedelta(seconds=refusal[1]) if refusal is not None else None
+        if refusal is not None and refused is not None:
+            listening = refused + timedelta(seconds=1)  # a refusing engine never listens
         serving_from = min(
-            moment for moment in (listening, oom, gpu_oom, kv_refused, batched_refused, captured) if moment is not None
+            moment for moment in (listening, oom, gpu_oom, kv_refused, refused, captured) if moment is not None
         )
         killed = _liveness_kill(start, serving_from, plan_inputs.liveness, life)
         restart: Restart | None = None
-        if batched_refused is not None and batched_refused < captured:
-            run = Run(start, batched_refused, "Error", 1, engine_error=BATCHED_TOKENS_ERROR)
+        if refusal is not None and refused is not None and refused < captured and (killed is None or refused < killed):
+            run = Run(start, refused, "Error", 1, engine_error=refusal[0])
+        elif refusal is not None and refusal[0] in HANGING_REFUSALS and killed is not None:
+            ended = killed + timedelta(seconds=plan_inputs.grace_seconds)
+            run = Run(start, ended if ended < captured else None, "Error", 137, killed, engine_error=refusal[0])
+        elif refusal is not None and refusal[0] in HANGING_REFUSALS:
+            run = Run(start, None, engine_error=refusal[0])  # still waiting at capture
         elif oom is not None and oom < captured and (killed is None or oom < killed):
             run = Run(start, oom, "OOMKilled", 137)
         elif gpu_oom is not None and gpu_oom < captured and (killed is None or gpu_oom < killed):
@@ -605,6 +636,11 @@ def _pod_plan(
         scheduling_attempts=(),
         **_blips(spec, index, spells),
     )
+
+
+def start_refusal(spec: ScenarioSpec) -> tuple[str, float] | None:
+    """(engine error, seconds to exit) when a fault makes the engine refuse to start before it loads weights."""
+    return next((START_REFUSALS[fault.type] for fault in spec.faults if fault.type in START_REFUSALS), None)
 
 
 def _restart_after(restarts: list[Restart], listening: datetime, captured: datetime) -> Restart | None:

@@ -41,9 +41,13 @@ from nbhelpers.scenarios.spec import (
     blocks_per_request,
 )
 from nbhelpers.scenarios.state import (
+    CACHE_PERMISSION_ERROR,
     CUDA_OOM_ERROR,
+    DTYPE_ERROR,
     KV_CAPACITY_ERROR,
     REVISION_TIMEOUT_SECONDS,
+    TENSOR_PARALLEL_ERROR,
+    VLLM_PORT_ERROR,
     Plan,
     PodPlan,
     long_contexts,
@@ -455,8 +459,12 @@ class _Simulator:
         total_mib = round(node.memory_gib * 1024) + 768
         run = pod.run_at(moment)
         full = node.memory_gib * 1024 * self.plan.kv.gpu_memory_utilization + 530
-        if run is None:
+        if run is None or run.engine_error in (CACHE_PERMISSION_ERROR, TENSOR_PARALLEL_ERROR):
+            # The API server failed on its config before any process touched the GPU, or the engine waits for Ray
+            # to place workers that would use it.
             used = 0
+        elif run.engine_error in (DTYPE_ERROR, VLLM_PORT_ERROR):
+            used = 500  # the engine process holds its CUDA context and nothing else when it refuses
         elif run.engine_error == CUDA_OOM_ERROR and (moment - run.started).total_seconds() >= (
             KV_SIZED_SHARE * pod.load_seconds
         ):

@@ -852,6 +852,54 @@ def test_engine_start_failure_sets_tensor_parallel_to_the_gpu_request() -> None:
     assert args[args.index("--tensor-parallel-size") + 1] == "1"
 
 
+# The same misconfiguration before vLLM gives up (vllm-project/vllm#25263): the engine waits for a placement group
+# that cannot form and the liveness probe kills it (exit 137), so the container never exits by itself.
+_PG_WAIT = (
+    "(EngineCore_0 pid=214) INFO 01-15 {clock} [ray_utils.py:427] Waiting for creating a placement group of specs "
+    "for {seconds} seconds. specs=[{{'GPU': 1.0, 'node:10.0.4.21': 0.001}}, {{'GPU': 1.0}}]. Check `ray status` and "
+    "`ray list nodes` to see if you have enough resources."
+)
+
+
+def _killed_by_liveness(objects: list[dict[str, Any]], args: list[str]) -> list[dict[str, Any]]:
+    for obj in objects:
+        if obj["kind"] == "Pod":
+            obj["spec"]["containers"][0]["args"] = args
+            obj["status"]["containerStatuses"][0]["lastState"]["terminated"].update(exitCode=137, reason="Error")
+    return objects
+
+
+def _waiting_log(warning: str) -> str:
+    return _log(
+        *_v1_start("11:40:00", "{'model': 'meta-llama/Llama-3.1-8B-Instruct'}"),
+        ("11:40:09", f"(EngineCore_0 pid=214) WARNING 01-15 11:40:09 [ray_utils.py:352] {warning}"),
+        ("11:40:21", _PG_WAIT.format(clock="11:40:21", seconds=10)),
+        ("11:41:41", _PG_WAIT.format(clock="11:41:41", seconds=70)),
+    )
+
+
+def test_engine_start_failure_reads_an_engine_killed_while_it_waits_for_gpus() -> None:
+    objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_tensor_parallel_above_gpus.yaml")
+    objects = _killed_by_liveness(objects, [*_args(objects)])
+    warning = "Tensor parallel size (4) exceeds available GPUs (1). This may result in Ray placement group allocation failures."
+    findings = _run(objects, None, {(RAW_POD, "kserve-container.previous"): _waiting_log(warning)})
+    finding = only(findings, "ENGINE_START_FAILED")
+    assert "never finishes starting" in finding.summary and "Tensor parallel size (4)" in finding.summary
+    assert "CONTAINER_FAILING_UNKNOWN_CAUSE" not in codes(findings)
+
+
+def test_a_ray_gpu_warning_within_the_pods_gpus_is_no_start_failure() -> None:
+    """Multi-node Ray prints the warning with the world size (TP x PP, vllm-project/vllm#31005) while it waits for
+    the other node: with --tensor-parallel-size within the pod's GPUs a killed, unready pod is not blamed on it."""
+    objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_tensor_parallel_above_gpus.yaml")
+    args = [arg for arg in _args(objects)]
+    args[args.index("--tensor-parallel-size") + 1] = "1"
+    objects = _killed_by_liveness(objects, [*args, "--pipeline-parallel-size", "2"])
+    warning = "Tensor parallel size (2) exceeds available GPUs (1). This may result in Ray placement group allocation failures."
+    findings = _run(objects, None, {(RAW_POD, "kserve-container.previous"): _waiting_log(warning)})
+    assert not {"ENGINE_START_FAILED", "CONTAINER_FAILING_UNKNOWN_CAUSE"} & set(codes(findings))
+
+
 def test_the_fallback_quotes_the_root_cause_not_the_api_server_wrapper() -> None:
     from nbhelpers.facts import engine_errors
 

@@ -28,13 +28,20 @@ def engine_start(facts: EngineFacts) -> Finding | None:
     failing, error = engine_errors.find(facts.pods, facts.container, facts.logs)
     if not failing or error is None:
         return None  # nothing to quote: ENDPOINTS_NONE_READY and the pod state speak for themselves
+    if not error.exited and not _confirmed_while_running(facts, error):
+        return None
     refs = tuple(dict.fromkeys([kube.ref(facts.evidence.isvc), *(kube.ref(pod) for pod in failing)]))
     if error.cause == engine_errors.UNKNOWN:
         return _unknown(facts, failing, error, refs)
     what, changes = _fix(facts, error)
     plan = facts.args_patch(changes) if changes else None
+    how = (
+        "exits at start-up"
+        if error.exited
+        else "never finishes starting (killed by its probes or still waiting, not ready)"
+    )
     summary = (
-        f"The serving container {facts.container!r} exits at start-up ({len(failing)} pod(s) not ready) and vLLM "
+        f"The serving container {facts.container!r} {how} ({len(failing)} pod(s) not ready) and vLLM "
         f"says why ({error.cause}): {common.shorten(error.line, 300)!r}. Until this changes no replica turns "
         "ready, so endpoints stay empty and every request fails with 503."
     )
@@ -46,6 +53,20 @@ def engine_start(facts: EngineFacts) -> Finding | None:
         evidence=(error.describe(), *facts.restarts()),
         fix=Fix.from_plan(what, plan, no_patch=facts.no_patch_reason() if changes else ""),
     )
+
+
+def _confirmed_while_running(facts: EngineFacts, error: EngineError) -> bool:
+    """A cause read from a container that did not exit by itself must be one the pod spec confirms.
+
+    Only a tensor-parallel size above the pod's GPUs makes the engine wait instead of exiting, and the same warning
+    is routine on a multi-node Ray cluster whose pods each see part of the GPUs: it counts only when the flag
+    exceeds the GPUs this pod requests.
+    """
+    if error.cause != "tensor_parallel":
+        return False
+    size = facts.int_flag(TP_FLAG)
+    gpus = sum(common.accelerator_requests(facts.workload.serving).values())
+    return size is not None and size > gpus
 
 
 def _unknown(
@@ -90,6 +111,14 @@ def _fix(facts: EngineFacts, error: EngineError) -> tuple[str, dict[str, str]]:
                 {TP_FLAG: str(gpus)},
             )
         return f"Request as many GPUs (nvidia.com/gpu) as {TP_FLAG}, or lower {TP_FLAG}.", {}
+    if error.cause == "dtype":
+        # float16 is what vLLM's own message proposes (--dtype=half), and what releases since
+        # https://github.com/vllm-project/vllm/pull/17265 pick by themselves on such a GPU.
+        return (
+            "Set --dtype half (float16): this GPU has no bfloat16 (compute capability below 8.0). Or serve the model "
+            "on an Ampere or newer GPU.",
+            {"--dtype": "half"},
+        )
     texts = {
         "vllm_port_uri": (
             "A Service named vllm in the namespace makes the kubelet inject VLLM_PORT=tcp://..., which vLLM reads "
@@ -100,7 +129,6 @@ def _fix(facts: EngineFacts, error: EngineError) -> tuple[str, dict[str, str]]:
             "The model is gated or private: accept its licence on the hub and give the container a token "
             "(HF_TOKEN from a Secret, through env valueFrom.secretKeyRef or the storage initializer's secret)."
         ),
-        "dtype": "Set --dtype float16 (half) for a GPU without bfloat16 (compute capability below 8.0), or use a newer GPU.",
         "architecture": (
             "Use a vLLM release that supports this architecture (a newer image), pass --trust-remote-code when the "
             "model ships its own code, or serve it with a runtime that supports it."
