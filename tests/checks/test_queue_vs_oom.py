@@ -918,3 +918,18 @@ def test_engine_start_failure_asks_for_a_hub_token_for_a_gated_model() -> None:
     assert finding.title == "the model hub refused the download (401/403, gated model)"
     assert "Cannot access gated repo" in finding.summary
     assert "HF_TOKEN from a Secret" in finding.remediation
+
+
+def test_engine_start_failure_reads_the_dtype_refusal_from_the_termination_message() -> None:
+    objects = load_case(*SERVERLESS, "checks/ENGINE_START_FAILED/serverless_bf16_on_t4.yaml")
+    finding = only(_run(objects), "ENGINE_START_FAILED")
+    assert finding.title == "the GPU does not support the model's dtype"
+    assert "Your Tesla T4 GPU has compute capability 7.5" in finding.summary
+    assert "--dtype=half" in _args(_patched(objects, finding), where="isvc")
+
+
+def test_the_fallback_quotes_an_unknown_error_from_the_termination_message() -> None:
+    objects = load_case(*RAW, "checks/CONTAINER_FAILING_UNKNOWN_CAUSE/raw_cache_permission_denied.yaml")
+    findings = _run(objects)
+    finding = only(findings, "CONTAINER_FAILING_UNKNOWN_CAUSE")
+    assert "OSError: PermissionError at /.cache" in finding.summary and "ENGINE_START_FAILED" not in codes(findings)
