@@ -65,6 +65,7 @@ SHIPPED = (
     "engine-bf16-on-t4",
     "engine-tensor-parallel-above-gpus",
     "container-cache-permission-denied",
+    "hf-token-secret-missing",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -82,6 +83,10 @@ ENGINE_ERROR_SOURCES = {
 # The honest fallback (issue #14, deliverable 3): a container error no known cause names, from a public report.
 FALLBACK_SOURCES = {
     "container-cache-permission-denied": "https://github.com/huggingface/inference-benchmarker/issues/30",
+}
+# A serving container the kubelet cannot create (CreateContainerConfigError), from a public report.
+CONFIG_ERROR_SOURCES = {
+    "hf-token-secret-missing": "https://github.com/gyliu513/langX101/pull/390",
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 20.0  # 21 scenarios take about 7 s on an idle 2-core machine; room for a loaded one
@@ -290,7 +295,12 @@ def test_bundle_is_the_capture_layout_and_reads_back(name: str, bundles: dict[st
     evidence = evidence_of(files)
     assert evidence.failures() == ()
     assert {record.what for record in evidence.not_seen() if record.status == "not_installed"} == not_installed(spec)
-    ran = any(kube.status(pod).get("containerStatuses") for pod in evidence.of(kinds.POD))
+    # A container the kubelet never created (CreateContainerConfigError) has a status but no container ID and no log.
+    ran = any(
+        status.get("containerID")
+        for pod in evidence.of(kinds.POD)
+        for status in kube.status(pod).get("containerStatuses") or []
+    )
     # vLLM logs its version when it starts: a service deployed before the window (history) started out of sight.
     started_in_window = ran and spec.timeline.window.contains(spec.timeline.deployed_at)
     versions = {
@@ -375,6 +385,10 @@ def test_fallback_scenarios_name_their_public_report_and_lead_with_the_quoted_er
     specs = {spec.name: spec for spec in list_scenarios()}
     assert {name: specs[name].source for name in FALLBACK_SOURCES} == FALLBACK_SOURCES
     assert all(specs[name].expected_root_causes[0] == "CONTAINER_FAILING_UNKNOWN_CAUSE" for name in FALLBACK_SOURCES)
+    assert {name: specs[name].source for name in CONFIG_ERROR_SOURCES} == CONFIG_ERROR_SOURCES
+    assert all(
+        specs[name].expected_root_causes[0] == "RESOURCES_CONTAINER_CONFIG_ERROR" for name in CONFIG_ERROR_SOURCES
+    )
 
 
 def test_restart_after_days_shows_only_in_the_pod_status(bundles: dict[str, dict[str, bytes]]) -> None:

@@ -30,6 +30,7 @@ from nbhelpers.scenarios.state import (
     Plan,
     PodPlan,
     Run,
+    config_error,
     declared_resources,
     effective_resources,
     liveness_probe,
@@ -724,6 +725,18 @@ class ObjectBuilder:
         return f"containerd://{self.rng.getrandbits(256):064x}"
 
     def _serving_status(self, pod: PodPlan, ready: bool) -> KubeObject:
+        if not pod.runs:
+            # Never created (CreateContainerConfigError): no container ID, no image ID, nothing started yet.
+            return {
+                "name": SERVING_CONTAINER,
+                "image": self.isvc.image,
+                "imageID": "",
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "lastState": {},
+                "state": {"waiting": {"reason": "CreateContainerConfigError", "message": config_error(self.spec)}},
+            }
         last = pod.last_termination(self.captured)
         if pod.crash_looping:
             delay = restart_back_off(len(pod.runs))

@@ -81,6 +81,10 @@ INGRESSES = ("istio", "nginx", "kourier")
 #   falls back to its Ray executor, warns that the size exceeds the available GPUs, and waits for a placement group
 #   that can never form (vllm-project/vllm#25263, the warning since vllm-project/vllm#25775); it gives up with a
 #   ValueError after 1800 s, unless a liveness probe kills the silent server first (exit 137, then back-off).
+# - hf_token_secret_missing (missing: secret|key): the serving container's HF_TOKEN comes from a secretKeyRef
+#   (Secret hf-token, key token) and the Secret (or that key in it) does not exist in the namespace; the kubelet cannot
+#   build the container's environment, so the container is never created: waiting CreateContainerConfigError, retried
+#   on every pod sync (https://github.com/gyliu513/langX101/pull/390: 'secret "llm-d-hf-token" not found').
 FAULT_TYPES = (
     "port_mismatch",
     "routing_layer_mismatch",
@@ -102,6 +106,7 @@ FAULT_TYPES = (
     "bf16_on_pre_ampere_gpu",
     "hf_cache_not_writable",
     "tensor_parallel_above_gpus",
+    "hf_token_secret_missing",
 )
 # Faults that give the owner their own HPA on a Pods metric: one InferenceService has at most one of them.
 OWNER_HPA_FAULTS = ("custom_metrics_api_missing", "hpa_target_not_serving", "hpa_at_max", "hpa_target_above_capacity")
@@ -595,6 +600,8 @@ def _fault(fields: _Fields) -> Fault:
         fields.text("service_host")
         if not 0 < fields.integer("service_port") < 65536:
             raise fields.fail("service_port", "must be a TCP port")
+    elif fault_type == "hf_token_secret_missing":
+        fields.choice("missing", ("secret", "key"), "secret")
     elif fault_type == "tensor_parallel_above_gpus":
         if fields.integer("tensor_parallel_size") < 2:
             raise fields.fail("tensor_parallel_size", "must be at least 2")

@@ -162,6 +162,8 @@ class PodPlan:
     # After it was first Ready (``ready_at``): spells not Ready, [from, to) (a restart, a readiness blip).
     unready: tuple[tuple[datetime, datetime], ...] = ()
     blip_failures: tuple[datetime, ...] = ()  # readiness failures of a pod that serves (history's blips)
+    # The kubelet's syncs that could not build the serving container's config (a scheduled pod with no runs).
+    config_error_syncs: tuple[datetime, ...] = ()
 
     @property
     def scheduled(self) -> bool:
@@ -548,6 +550,8 @@ def _pod_plan(
             back_offs=(),
             scheduling_attempts=tuple(attempts),
         )
+    if config_error(spec):
+        return _never_created(spec, name, uid, ip, template_hash, created, load, index, rng)
     life = _PodLife([], [], [], [])
     start = created + timedelta(seconds=spec.isvc.image_pull_seconds + 2 + rng.uniform(0.2, 0.9))
     oom_after = oom_seconds(spec, load, plan_inputs.memory_limit_gib)
@@ -635,6 +639,57 @@ def _pod_plan(
         back_offs=tuple(life.back_offs),
         scheduling_attempts=(),
         **_blips(spec, index, spells),
+    )
+
+
+# The Secret the serving container's HF_TOKEN comes from (env valueFrom.secretKeyRef), as the objects declare it.
+HF_TOKEN_SECRET = ("hf-token", "token")
+
+
+def config_error(spec: ScenarioSpec) -> str:
+    """The kubelet's message when it cannot build the serving container's config ("" when it can)."""
+    fault = next((fault for fault in spec.faults if fault.type == "hf_token_secret_missing"), None)
+    if fault is None:
+        return ""
+    secret, key = HF_TOKEN_SECRET
+    if fault.params.get("missing", "secret") == "key":
+        return f"couldn't find key {key} in Secret {spec.isvc.namespace}/{secret}"
+    return f'secret "{secret}" not found'
+
+
+def _never_created(
+    spec: ScenarioSpec,
+    name: str,
+    uid: str,
+    ip: str,
+    template_hash: str,
+    created: datetime,
+    load: float,
+    index: int,
+    rng: random.Random,
+) -> PodPlan:
+    """A scheduled pod whose serving container the kubelet cannot create: it retries on every pod sync."""
+    syncs = []
+    moment = created + timedelta(seconds=spec.isvc.image_pull_seconds + 2 + rng.uniform(0.2, 0.9))
+    while moment < spec.timeline.captured_at:
+        syncs.append(moment)
+        moment += timedelta(seconds=KUBELET_SYNC_SECONDS + rng.uniform(0, 3))
+    return PodPlan(
+        name=name,
+        uid=uid,
+        ip=ip,
+        node=spec.cluster.nodes[index % len(spec.cluster.nodes)],
+        template_hash=template_hash,
+        created=created,
+        runs=(),
+        load_seconds=load,
+        listening=None,
+        ready_at=None,
+        probe_failures=(),
+        liveness_failures=(),
+        back_offs=(),
+        scheduling_attempts=(),
+        config_error_syncs=tuple(syncs),
     )
 
 

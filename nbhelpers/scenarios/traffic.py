@@ -433,12 +433,14 @@ class _Simulator:
     def kube_state(self, pod: PodPlan, moment: datetime) -> None:
         """kube-state-metrics: series exist only for what the pod status holds (no Ready condition while
         unscheduled, no container series before the first start, a terminated reason after the first end)."""
-        if not pod.runs:
+        if not pod.runs and not pod.config_error_syncs:
             return
         ksm = {"namespace": self.spec.isvc.namespace, "pod": pod.name, "uid": pod.uid, "job": "kube-state-metrics"}
         ready = pod.ready(moment)
         for condition, value in (("true", ready), ("false", not ready), ("unknown", False)):
             self.record("kube_pod_status_ready", {**ksm, "condition": condition}, moment, float(value))
+        if not pod.runs:
+            return  # the container was never created: it has no restarts and no termination
         if moment < pod.started:
             return
         restarts = {"kserve-container": pod.restarts_at(moment)}
