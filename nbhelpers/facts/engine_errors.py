@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbhelpers.evidence.model import ContainerLog
-from nbhelpers.facts.common import shorten, strip_log_timestamp
+from nbhelpers.facts import vllm_args
+from nbhelpers.facts.common import accelerator_requests, shorten, strip_log_timestamp
 
 UNKNOWN = "unknown"
 
@@ -192,3 +193,17 @@ def find(
     classified = [error for error in found if error.cause != UNKNOWN]
     chosen = classified or found
     return failing_pods, chosen[0] if chosen else None
+
+
+def confirmed_while_running(error: EngineError, server: vllm_args.ServerCommand, serving: Mapping[str, Any]) -> bool:
+    """A cause read from a container that did not exit by itself (killed, or running unready) must be one the pod
+    spec confirms: only a tensor-parallel size above the pod's GPUs makes the engine wait instead of exiting, and
+    the same warning is routine on a multi-node Ray cluster whose pods each see part of the GPUs (printed with the
+    world size, vllm-project/vllm#31005), so it counts only when --tensor-parallel-size exceeds this pod's GPUs."""
+    if error.exited:
+        return True
+    if error.cause != "tensor_parallel":
+        return False
+    size = vllm_args.int_flag(server, "--tensor-parallel-size")
+    # A tensor-parallel size of 1 never asks Ray for a placement group, whatever the pod requests.
+    return size is not None and size > max(1, sum(accelerator_requests(serving).values()))

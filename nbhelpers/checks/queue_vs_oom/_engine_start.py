@@ -28,7 +28,7 @@ def engine_start(facts: EngineFacts) -> Finding | None:
     failing, error = engine_errors.find(facts.pods, facts.container, facts.logs)
     if not failing or error is None:
         return None  # nothing to quote: ENDPOINTS_NONE_READY and the pod state speak for themselves
-    if not error.exited and not _confirmed_while_running(facts, error):
+    if not engine_errors.confirmed_while_running(error, facts.server, facts.workload.serving):
         return None
     refs = tuple(dict.fromkeys([kube.ref(facts.evidence.isvc), *(kube.ref(pod) for pod in failing)]))
     if error.cause == engine_errors.UNKNOWN:
@@ -53,20 +53,6 @@ def engine_start(facts: EngineFacts) -> Finding | None:
         evidence=(error.describe(), *facts.restarts()),
         fix=Fix.from_plan(what, plan, no_patch=facts.no_patch_reason() if changes else ""),
     )
-
-
-def _confirmed_while_running(facts: EngineFacts, error: EngineError) -> bool:
-    """A cause read from a container that did not exit by itself must be one the pod spec confirms.
-
-    Only a tensor-parallel size above the pod's GPUs makes the engine wait instead of exiting, and the same warning
-    is routine on a multi-node Ray cluster whose pods each see part of the GPUs: it counts only when the flag
-    exceeds the GPUs this pod requests.
-    """
-    if error.cause != "tensor_parallel":
-        return False
-    size = facts.int_flag(TP_FLAG)
-    gpus = sum(common.accelerator_requests(facts.workload.serving).values())
-    return size is not None and size > gpus
 
 
 def _unknown(
