@@ -66,6 +66,7 @@ SHIPPED = (
     "engine-tensor-parallel-above-gpus",
     "container-cache-permission-denied",
     "hf-token-secret-missing",
+    "engine-gated-model-403",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -79,6 +80,7 @@ ENGINE_ERROR_SOURCES = {
     "engine-vllm-port-service-link": "https://github.com/vllm-project/vllm/issues/34199",
     "engine-bf16-on-t4": "https://github.com/substratusai/vllm-docker/issues/37",
     "engine-tensor-parallel-above-gpus": "https://github.com/vllm-project/vllm/issues/25263",
+    "engine-gated-model-403": "https://github.com/rh-ai-quickstart/ai-virtual-agent/issues/200",
 }
 # The honest fallback (issue #14, deliverable 3): a container error no known cause names, from a public report.
 FALLBACK_SOURCES = {

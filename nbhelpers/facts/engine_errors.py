@@ -18,8 +18,11 @@ causes. The patterns, with where their wording comes from:
   by a Kubernetes service discovery issue`` (vllm/envs.py, added by https://github.com/vllm-project/vllm/pull/18209;
   reported in https://github.com/vllm-project/vllm/issues/34199).
 - ``hub_unauthorized``: ``401 Client Error`` / ``403 Client Error: Forbidden for url: https://huggingface.co/...``,
-  ``GatedRepoError`` / ``Cannot access gated repo`` (huggingface_hub; reported in
-  https://github.com/rh-ai-quickstart/ai-virtual-agent/issues/200).
+  ``GatedRepoError`` / ``Cannot access gated repo`` and the hub's own reason, the last line of the error: "Access to
+  model X is restricted. You must have access to it and be authenticated to access it. Please log in." (401: no
+  valid token) or "Access to model X is restricted and you are not in the authorized list." (403: the token's
+  account has no access) (huggingface_hub; reported in https://github.com/rh-ai-quickstart/ai-virtual-agent/issues/200,
+  https://github.com/huggingface/transformers/issues/31367). :func:`hub_refusal` tells the two apart.
 - ``dtype``: ``Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has
   compute capability 7.5`` (vLLM's ``_check_if_gpu_supports_dtype`` in the GPU worker).
 - ``architecture``: ``Model architectures ['...'] are not supported for now. Supported architectures: ...``
@@ -61,6 +64,7 @@ CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "hub_unauthorized",
         re.compile(
             r"\b40[13] Client Error|GatedRepoError|Cannot access gated repo|Invalid user token|Unauthorized for url"
+            r"|Access to model \S+ is restricted"
         ),
     ),
     ("dtype", re.compile(r"Bfloat16 is only supported on GPUs with compute capability", re.IGNORECASE)),
@@ -207,3 +211,17 @@ def confirmed_while_running(error: EngineError, server: vllm_args.ServerCommand,
     size = vllm_args.int_flag(server, "--tensor-parallel-size")
     # A tensor-parallel size of 1 never asks Ray for a placement group, whatever the pod requests.
     return size is not None and size > max(1, sum(accelerator_requests(serving).values()))
+
+
+_FORBIDDEN = re.compile(r"not in the authorized list|\b403\b")
+_UNAUTHORIZED = re.compile(r"be authenticated|Please log in|Invalid user token|Unauthorized|\b401\b")
+
+
+def hub_refusal(line: str) -> str:
+    """ "forbidden" (403: the hub knows the token and its account has no access), "unauthorized" (401: no valid token),
+    or "" when the quoted line does not say which."""
+    if _FORBIDDEN.search(line):
+        return "forbidden"
+    if _UNAUTHORIZED.search(line):
+        return "unauthorized"
+    return ""

@@ -13,6 +13,11 @@ Each refusal is written in the words of the release and report it comes from (th
 - ``cache_permission``: the API server resolves the model's config from the hub before it starts the engine;
   with HOME=/ and an arbitrary UID the cache /.cache cannot be created, and transformers wraps the PermissionError
   in an OSError (log of https://github.com/huggingface/inference-benchmarker/issues/30, vLLM 0.9.1).
+- ``hub_forbidden``: a gated model whose token's account was not granted access: huggingface_hub raises a
+  GatedRepoError for the 403 on config.json and transformers re-raises it as "OSError: You are trying to access a
+  gated repo." (transformers/utils/hub.py ``cached_files``; the 403 wording "you are not in the authorized list" as
+  quoted in https://github.com/rh-ai-quickstart/ai-virtual-agent/issues/200 and
+  https://github.com/huggingface/transformers/issues/31367).
 - ``tensor_parallel``: with --tensor-parallel-size above the GPUs the pod sees, vLLM V1 falls back to its Ray
   executor and warns (wording of https://github.com/vllm-project/vllm/pull/25775 as quoted in
   https://github.com/vllm-project/vllm/issues/36861), starts a local Ray instance and waits for a placement group
@@ -29,6 +34,7 @@ from nbhelpers.scenarios.spec import flag_value
 from nbhelpers.scenarios.state import (
     CACHE_PERMISSION_ERROR,
     DTYPE_ERROR,
+    HUB_FORBIDDEN_ERROR,
     PLACEMENT_GROUP_TIMEOUT_SECONDS,
     TENSOR_PARALLEL_ERROR,
     TENSOR_PARALLEL_WAIT_STARTS_SECONDS,
@@ -38,6 +44,7 @@ from nbhelpers.scenarios.state import (
 )
 
 PYTHON_PACKAGES = "/usr/local/lib/python3.12/dist-packages"
+HUB_PACKAGE = f"{PYTHON_PACKAGES}/huggingface_hub"
 VLLM_PACKAGE = f"{PYTHON_PACKAGES}/vllm"
 Line = tuple[datetime, str]
 
@@ -63,6 +70,8 @@ def refusal_lines(plan: Plan, run: Run, until: datetime, non_default_args: str) 
         return _dtype_lines(plan, start, ended)
     if error == CACHE_PERMISSION_ERROR:
         return _cache_permission_lines(plan, start, ended, non_default_args)
+    if error == HUB_FORBIDDEN_ERROR:
+        return _hub_forbidden_lines(plan, start, ended, non_default_args)
     raise ValueError(f"no log for the start refusal {error!r}")
 
 
@@ -197,7 +206,7 @@ def _cache_permission_lines(plan: Plan, start: datetime, ended: datetime, non_de
     spec = plan.spec
     model = spec.isvc.model
     failed = ended - timedelta(seconds=0.3)
-    hub = f"{PYTHON_PACKAGES}/huggingface_hub"
+    hub = HUB_PACKAGE
     frames = (
         (f"{PYTHON_PACKAGES}/transformers/utils/hub.py", 470, "cached_files", "hf_hub_download("),
         (f"{hub}/utils/_validators.py", 114, "_inner_fn", "return fn(*args, **kwargs)"),
@@ -323,3 +332,52 @@ def _tensor_parallel_lines(
             (failed, "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"),
         ]
     return [line for line in lines if line[0] <= until]
+
+
+def _hub_forbidden_lines(plan: Plan, start: datetime, ended: datetime, non_default_args: str) -> list[Line]:
+    spec = plan.spec
+    model = spec.isvc.model
+    failed = ended - timedelta(seconds=0.3)
+    url = f"https://huggingface.co/{model.id}/resolve/main/config.json"
+    request_id = "Root=1-69a41c2e-5b0d7f3e1c9a4b2d6e8f0a13;4c1e9b7a-2d3f-4a5b-8c6d-7e9f0a1b2c3d"
+    hub = HUB_PACKAGE
+    gated = [
+        "",
+        f"Cannot access gated repo for url {url}.",
+        f"Access to model {model.id} is restricted and you are not in the authorized list. Visit "
+        f"https://huggingface.co/{model.id} to ask for access.",
+    ]
+    lines = [
+        _vllm(start + timedelta(seconds=2.1), "__init__.py:241", "Automatically detected platform cuda."),
+        _vllm(
+            start + timedelta(seconds=5.3), "api_server.py:1805", f"vLLM API server version {spec.isvc.vllm_version}"
+        ),
+        _vllm(start + timedelta(seconds=5.3), "utils.py:326", f"non-default args: {non_default_args}"),
+        (failed, "Traceback (most recent call last):"),
+        (failed, f'  File "{hub}/utils/_http.py", line 409, in hf_raise_for_status'),
+        (failed, "    response.raise_for_status()"),
+        (failed, f'  File "{PYTHON_PACKAGES}/requests/models.py", line 1024, in raise_for_status'),
+        (failed, "    raise HTTPError(http_error_msg, response=self)"),
+        (failed, f"requests.exceptions.HTTPError: 403 Client Error: Forbidden for url: {url}"),
+        (failed, ""),
+        (failed, "The above exception was the direct cause of the following exception:"),
+        (failed, ""),
+        (failed, "Traceback (most recent call last):"),
+        (failed, f'  File "{hub}/file_download.py", line 1484, in _get_metadata_or_catch_error'),
+        (failed, "    metadata = get_hf_file_metadata("),
+        (failed, f"huggingface_hub.errors.GatedRepoError: 403 Client Error. (Request ID: {request_id})"),
+        *((failed, text) for text in gated),
+        (failed, ""),
+        (failed, "The above exception was the direct cause of the following exception:"),
+        (failed, ""),
+        (failed, "Traceback (most recent call last):"),
+        (failed, '  File "/usr/local/bin/vllm", line 10, in <module>'),
+        (failed, "    sys.exit(main())"),
+        (failed, f'  File "{PYTHON_PACKAGES}/transformers/utils/hub.py", line 543, in cached_files'),
+        (failed, "    raise OSError("),
+        (failed, "OSError: You are trying to access a gated repo."),
+        (failed, f"Make sure to have access to it at https://huggingface.co/{model.id}."),
+        (failed, f"403 Client Error. (Request ID: {request_id})"),
+        *((failed, text) for text in gated),
+    ]
+    return lines

@@ -81,6 +81,10 @@ INGRESSES = ("istio", "nginx", "kourier")
 #   falls back to its Ray executor, warns that the size exceeds the available GPUs, and waits for a placement group
 #   that can never form (vllm-project/vllm#25263, the warning since vllm-project/vllm#25775); it gives up with a
 #   ValueError after 1800 s, unless a liveness probe kills the silent server first (exit 137, then back-off).
+# - gated_model_access_not_granted: the model is gated on the hub and the token the container gets (HF_TOKEN from
+#   the Secret hf-token) is valid, but its account has not been granted access (licence not accepted, or the request
+#   still pending): the hub answers 403 for config.json and the API server exits before the engine starts
+#   (https://github.com/rh-ai-quickstart/ai-virtual-agent/issues/200).
 # - hf_token_secret_missing (missing: secret|key): the serving container's HF_TOKEN comes from a secretKeyRef
 #   (Secret hf-token, key token) and the Secret (or that key in it) does not exist in the namespace; the kubelet cannot
 #   build the container's environment, so the container is never created: waiting CreateContainerConfigError, retried
@@ -107,6 +111,7 @@ FAULT_TYPES = (
     "hf_cache_not_writable",
     "tensor_parallel_above_gpus",
     "hf_token_secret_missing",
+    "gated_model_access_not_granted",
 )
 # Faults that give the owner their own HPA on a Pods metric: one InferenceService has at most one of them.
 OWNER_HPA_FAULTS = ("custom_metrics_api_missing", "hpa_target_not_serving", "hpa_at_max", "hpa_target_above_capacity")

@@ -50,6 +50,7 @@ BATCHED_TOKENS_REFUSAL_SECONDS = 7.5
 VLLM_PORT_ERROR = "vllm_port_uri"
 DTYPE_ERROR = "dtype"
 CACHE_PERMISSION_ERROR = "cache_permission"
+HUB_FORBIDDEN_ERROR = "hub_forbidden"
 # --tensor-parallel-size above the pod's GPUs: vLLM V1's Ray executor waits for a placement group that never forms
 # and gives up after PG_WAIT_TIMEOUT (1800 s, vllm/v1/executor/ray_utils.py); the server never listens meanwhile.
 TENSOR_PARALLEL_ERROR = "tensor_parallel"
@@ -61,6 +62,7 @@ START_REFUSALS = {
     "vllm_port_service_link": (VLLM_PORT_ERROR, 17.2),
     "bf16_on_pre_ampere_gpu": (DTYPE_ERROR, 18.4),
     "hf_cache_not_writable": (CACHE_PERMISSION_ERROR, 6.8),
+    "gated_model_access_not_granted": (HUB_FORBIDDEN_ERROR, 6.4),
     "tensor_parallel_above_gpus": (
         TENSOR_PARALLEL_ERROR,
         TENSOR_PARALLEL_WAIT_STARTS_SECONDS + PLACEMENT_GROUP_TIMEOUT_SECONDS + 1.6,

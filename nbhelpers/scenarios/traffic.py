@@ -44,6 +44,7 @@ from nbhelpers.scenarios.state import (
     CACHE_PERMISSION_ERROR,
     CUDA_OOM_ERROR,
     DTYPE_ERROR,
+    HUB_FORBIDDEN_ERROR,
     KV_CAPACITY_ERROR,
     REVISION_TIMEOUT_SECONDS,
     TENSOR_PARALLEL_ERROR,
@@ -461,7 +462,7 @@ class _Simulator:
         total_mib = round(node.memory_gib * 1024) + 768
         run = pod.run_at(moment)
         full = node.memory_gib * 1024 * self.plan.kv.gpu_memory_utilization + 530
-        if run is None or run.engine_error in (CACHE_PERMISSION_ERROR, TENSOR_PARALLEL_ERROR):
+        if run is None or run.engine_error in (CACHE_PERMISSION_ERROR, HUB_FORBIDDEN_ERROR, TENSOR_PARALLEL_ERROR):
             # The API server failed on its config before any process touched the GPU, or the engine waits for Ray
             # to place workers that would use it.
             used = 0

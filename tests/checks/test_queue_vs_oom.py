@@ -911,13 +911,26 @@ def test_the_fallback_quotes_the_root_cause_not_the_api_server_wrapper() -> None
     assert found is not None and found[0] == "unknown" and "some new validation" in found[2]
 
 
-def test_engine_start_failure_asks_for_a_hub_token_for_a_gated_model() -> None:
-    # https://github.com/rh-ai-quickstart/ai-virtual-agent/issues/200
+def test_engine_start_failure_asks_for_access_not_a_token_on_a_403() -> None:
+    # https://github.com/rh-ai-quickstart/ai-virtual-agent/issues/200: a valid token whose account has no access.
     objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_gated_model_403.yaml")
     finding = only(_run(objects), "ENGINE_START_FAILED")
     assert finding.title == "the model hub refused the download (401/403, gated model)"
-    assert "Cannot access gated repo" in finding.summary
-    assert "HF_TOKEN from a Secret" in finding.remediation
+    assert "you are not in the authorized list" in finding.summary
+    assert "request access to the gated model" in finding.remediation and "(403)" in finding.remediation
+
+
+def test_engine_start_failure_asks_for_a_hub_token_on_a_401() -> None:
+    objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_gated_model_403.yaml")
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["message"] = (
+        "huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-67b8)\n\n"
+        "Cannot access gated repo for url https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/resolve/main/config.json.\n"
+        "Access to model meta-llama/Llama-3.1-8B-Instruct is restricted. You must have access to it and be "
+        "authenticated to access it. Please log in."
+    )
+    finding = only(_run(objects), "ENGINE_START_FAILED")
+    assert "(401)" in finding.remediation and "HF_TOKEN from a Secret" in finding.remediation
 
 
 def test_engine_start_failure_reads_the_dtype_refusal_from_the_termination_message() -> None:

@@ -97,6 +97,8 @@ def _fix(facts: EngineFacts, error: EngineError) -> tuple[str, dict[str, str]]:
                 {TP_FLAG: str(gpus)},
             )
         return f"Request as many GPUs (nvidia.com/gpu) as {TP_FLAG}, or lower {TP_FLAG}.", {}
+    if error.cause == "hub_unauthorized":
+        return _hub_fix(engine_errors.hub_refusal(error.line)), {}
     if error.cause == "dtype":
         # float16 is what vLLM's own message proposes (--dtype=half), and what releases since
         # https://github.com/vllm-project/vllm/pull/17265 pick by themselves on such a GPU.
@@ -111,10 +113,6 @@ def _fix(facts: EngineFacts, error: EngineError) -> tuple[str, dict[str, str]]:
             "as its own setting: rename that Service, or set enableServiceLinks: false on the predictor pod "
             "(spec.predictor.enableServiceLinks), or set VLLM_PORT explicitly in the container's env."
         ),
-        "hub_unauthorized": (
-            "The model is gated or private: accept its licence on the hub and give the container a token "
-            "(HF_TOKEN from a Secret, through env valueFrom.secretKeyRef or the storage initializer's secret)."
-        ),
         "architecture": (
             "Use a vLLM release that supports this architecture (a newer image), pass --trust-remote-code when the "
             "model ships its own code, or serve it with a runtime that supports it."
@@ -125,3 +123,19 @@ def _fix(facts: EngineFacts, error: EngineError) -> tuple[str, dict[str, str]]:
         ),
     }
     return texts[error.cause], {}
+
+
+_TOKEN = "HF_TOKEN from a Secret, through env valueFrom.secretKeyRef or the storage initializer's secret"
+
+
+def _hub_fix(refusal: str) -> str:
+    """A 403 and a 401 from the hub need different fixes: access for the token's account, or a token at all."""
+    if refusal == "forbidden":
+        return (
+            "The hub knows the token and refuses its account (403): request access to the gated model (accept its "
+            "licence) with the account that owns the token and wait for the grant, or use a token of an account that "
+            "already has access. A new or re-mounted token of the same account does not help."
+        )
+    if refusal == "unauthorized":
+        return f"The hub got no valid token (401): give the container one whose account has access ({_TOKEN})."
+    return f"The model is gated or private: accept its licence on the hub and give the container a token ({_TOKEN})."
