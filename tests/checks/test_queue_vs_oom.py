@@ -765,6 +765,19 @@ def test_engine_start_failure_reads_the_termination_message_vllm_port() -> None:
     assert finding.patch is None
 
 
+def test_engine_start_failure_names_the_service_behind_vllm_port() -> None:
+    objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_vllm_port_service_link.yaml")
+    assert not any("Service/llm/vllm " in line for line in only(_run(objects), "ENGINE_START_FAILED").evidence)
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "vllm", "namespace": "llm"},
+        "spec": {"clusterIP": "169.169.193.120", "ports": [{"port": 6785, "targetPort": 8080}]},
+    }
+    finding = only(_run([*objects, service]), "ENGINE_START_FAILED")
+    assert any(line.startswith("Service/llm/vllm (clusterIP 169.169.193.120, port 6785)") for line in finding.evidence)
+
+
 def test_a_container_failing_for_no_known_reason_quotes_its_own_last_error() -> None:
     objects = load_case(*RAW, "checks/CONTAINER_FAILING_UNKNOWN_CAUSE/raw_unknown_exit.yaml")
     findings = _run(objects)

@@ -11,7 +11,7 @@ from nbhelpers.checks.queue_vs_oom._facts import BATCHED_FLAG, LEN_FLAG, TP_FLAG
 from nbhelpers.facts import common, engine_errors
 from nbhelpers.facts.engine_errors import EngineError
 from nbhelpers.findings.model import Finding, Fix
-from nbhelpers.sources import kube
+from nbhelpers.sources import kinds, kube
 
 _TITLES = {
     "batched_tokens": "--max-num-batched-tokens is below --max-model-len",
@@ -50,8 +50,21 @@ def engine_start(facts: EngineFacts) -> Finding | None:
         title=_TITLES[error.cause],
         summary=summary,
         objects=refs,
-        evidence=(error.describe(), *facts.restarts()),
+        evidence=(error.describe(), *_service_link(facts, error), *facts.restarts()),
         fix=Fix.from_plan(what, plan, no_patch=facts.no_patch_reason() if changes else ""),
+    )
+
+
+def _service_link(facts: EngineFacts, error: EngineError) -> tuple[str, ...]:
+    """The Service named vllm behind a VLLM_PORT URI, when the capture holds it (vllm-project/vllm#34199)."""
+    service = common.named(facts.evidence, kinds.SERVICE, "vllm") if error.cause == "vllm_port_uri" else None
+    if service is None:
+        return ()
+    spec = service.get("spec") or {}
+    ports = ", ".join(str(port.get("port")) for port in spec.get("ports") or [])
+    return (
+        f"{kube.ref(service)} (clusterIP {spec.get('clusterIP')}, port {ports}) exists in the namespace: the kubelet "
+        "injects VLLM_PORT=tcp://<clusterIP>:<port> into every pod that keeps service links on",
     )
 
 
