@@ -185,9 +185,11 @@ def find(
         for log in sorted(by_pod.get(name, []), key=lambda log: not log.previous):
             sources.append(("previous log" if log.previous else "log", log.text))
         hits: list[EngineError] = []
+        if not exited and any(OWNED_ELSEWHERE.search(text) for _, text in sources):
+            continue  # killed while a memory code's error shows: the memory and probe steps name it
         for source, text in sources:
             if OWNED_ELSEWHERE.search(text):
-                return [*failing_pods, pod] if exited else failing_pods, None  # a memory code names this failure
+                return [*failing_pods, pod], None  # a memory code names this failure
             hit = last_error(text) if text else None
             if hit is not None and (exited or hit[0] != UNKNOWN):
                 hits.append(EngineError(hit[0], hit[2], name, container, source, hit[1], exited))
