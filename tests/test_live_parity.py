@@ -85,3 +85,16 @@ def test_live_and_bundle_sources_give_the_same_findings(
     if case and case.removeprefix("checks/") not in NEEDS_MORE_THAN_OBJECTS:
         code = Path(case).parent.name
         assert code in {finding["code"] for finding in _findings(live)}, f"{case} shows no {code} on a live source"
+
+
+def test_a_container_that_never_ran_is_not_asked_for_its_log(fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    """The kubelet has no log for a container waiting to start (here PodInitializing behind a CreateContainerConfigError
+    init container): the API answers 400, so asking only turns a normal state into a failed read."""
+    objects = load_case(
+        "checks/healthy/raw.yaml", "checks/RESOURCES_CONTAINER_CONFIG_ERROR/raw_storage_initializer_secret_missing.yaml"
+    )
+    fake_api.cluster.add_all([*crds_for_every_kind_read(), *objects])
+    with LiveCluster(str(kubeconfig), None, 5.0) as cluster:
+        live = gather(cluster, None, Target(NAMESPACE, ISVC), WINDOW, CAPTURED_AT)
+    assert not [request.path for request in fake_api.requests if request.path.endswith("/log")]
+    assert live.failures() == ()

@@ -63,6 +63,12 @@ SHIPPED = (
     "healthy-readiness-blip",
     "healthy-kv-cache-steady",
     "engine-batched-tokens",
+    "engine-vllm-port-service-link",
+    "engine-bf16-on-t4",
+    "engine-tensor-parallel-above-gpus",
+    "container-cache-permission-denied",
+    "hf-token-secret-missing",
+    "engine-gated-model-403",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -73,6 +79,18 @@ HISTORY_SOURCES = {
 # Engine start errors (issue #14, family 6 of /work/shared/incidents): the public report each one is built on.
 ENGINE_ERROR_SOURCES = {
     "engine-batched-tokens": "https://github.com/verl-project/verl/pull/7626",
+    "engine-vllm-port-service-link": "https://github.com/vllm-project/vllm/issues/34199",
+    "engine-bf16-on-t4": "https://github.com/substratusai/vllm-docker/issues/37",
+    "engine-tensor-parallel-above-gpus": "https://github.com/vllm-project/vllm/issues/25263",
+    "engine-gated-model-403": "https://github.com/rh-ai-quickstart/ai-virtual-agent/issues/200",
+}
+# The honest fallback (issue #14, deliverable 3): a container error no known cause names, from a public report.
+FALLBACK_SOURCES = {
+    "container-cache-permission-denied": "https://github.com/huggingface/inference-benchmarker/issues/30",
+}
+# A serving container the kubelet cannot create (CreateContainerConfigError), from a public report.
+CONFIG_ERROR_SOURCES = {
+    "hf-token-secret-missing": "https://github.com/gyliu513/langX101/pull/390",
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 20.0  # 21 scenarios take about 7 s on an idle 2-core machine; room for a loaded one
@@ -281,7 +299,12 @@ def test_bundle_is_the_capture_layout_and_reads_back(name: str, bundles: dict[st
     evidence = evidence_of(files)
     assert evidence.failures() == ()
     assert {record.what for record in evidence.not_seen() if record.status == "not_installed"} == not_installed(spec)
-    ran = any(kube.status(pod).get("containerStatuses") for pod in evidence.of(kinds.POD))
+    # A container the kubelet never created (CreateContainerConfigError) has a status but no container ID and no log.
+    ran = any(
+        status.get("containerID")
+        for pod in evidence.of(kinds.POD)
+        for status in kube.status(pod).get("containerStatuses") or []
+    )
     # vLLM logs its version when it starts: a service deployed before the window (history) started out of sight.
     started_in_window = ran and spec.timeline.window.contains(spec.timeline.deployed_at)
     versions = {
@@ -359,6 +382,17 @@ def test_engine_error_scenarios_name_their_public_report_and_lead_with_the_engin
     specs = {spec.name: spec for spec in list_scenarios()}
     assert {name: specs[name].source for name in ENGINE_ERROR_SOURCES} == ENGINE_ERROR_SOURCES
     assert all(specs[name].expected_root_causes[0] == "ENGINE_START_FAILED" for name in ENGINE_ERROR_SOURCES)
+    assert {specs[name].isvc.deployment_mode for name in ENGINE_ERROR_SOURCES} == {"Serverless", "RawDeployment"}
+
+
+def test_fallback_scenarios_name_their_public_report_and_lead_with_the_quoted_error() -> None:
+    specs = {spec.name: spec for spec in list_scenarios()}
+    assert {name: specs[name].source for name in FALLBACK_SOURCES} == FALLBACK_SOURCES
+    assert all(specs[name].expected_root_causes[0] == "CONTAINER_FAILING_UNKNOWN_CAUSE" for name in FALLBACK_SOURCES)
+    assert {name: specs[name].source for name in CONFIG_ERROR_SOURCES} == CONFIG_ERROR_SOURCES
+    assert all(
+        specs[name].expected_root_causes[0] == "RESOURCES_CONTAINER_CONFIG_ERROR" for name in CONFIG_ERROR_SOURCES
+    )
 
 
 def test_restart_after_days_shows_only_in_the_pod_status(bundles: dict[str, dict[str, bytes]]) -> None:

@@ -18,8 +18,11 @@ causes. The patterns, with where their wording comes from:
   by a Kubernetes service discovery issue`` (vllm/envs.py, added by https://github.com/vllm-project/vllm/pull/18209;
   reported in https://github.com/vllm-project/vllm/issues/34199).
 - ``hub_unauthorized``: ``401 Client Error`` / ``403 Client Error: Forbidden for url: https://huggingface.co/...``,
-  ``GatedRepoError`` / ``Cannot access gated repo`` (huggingface_hub; reported in
-  https://github.com/rh-ai-quickstart/ai-virtual-agent/issues/200).
+  ``GatedRepoError`` / ``Cannot access gated repo`` and the hub's own reason, the last line of the error: "Access to
+  model X is restricted. You must have access to it and be authenticated to access it. Please log in." (401: no
+  valid token) or "Access to model X is restricted and you are not in the authorized list." (403: the token's
+  account has no access) (huggingface_hub; reported in https://github.com/rh-ai-quickstart/ai-virtual-agent/issues/200,
+  https://github.com/huggingface/transformers/issues/31367). :func:`hub_refusal` tells the two apart.
 - ``dtype``: ``Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has
   compute capability 7.5`` (vLLM's ``_check_if_gpu_supports_dtype`` in the GPU worker).
 - ``architecture``: ``Model architectures ['...'] are not supported for now. Supported architectures: ...``
@@ -38,7 +41,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbhelpers.evidence.model import ContainerLog
-from nbhelpers.facts.common import shorten, strip_log_timestamp
+from nbhelpers.facts import vllm_args
+from nbhelpers.facts.common import accelerator_requests, shorten, strip_log_timestamp
 
 UNKNOWN = "unknown"
 
@@ -60,6 +64,7 @@ CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "hub_unauthorized",
         re.compile(
             r"\b40[13] Client Error|GatedRepoError|Cannot access gated repo|Invalid user token|Unauthorized for url"
+            r"|Access to model \S+ is restricted"
         ),
     ),
     ("dtype", re.compile(r"Bfloat16 is only supported on GPUs with compute capability", re.IGNORECASE)),
@@ -89,6 +94,9 @@ class EngineError:
     container: str
     source: str  # "termination message" | "log" | "previous log"
     match: re.Match[str] | None = None
+    # False when the container did not end by itself: killed (liveness, 137/143) or still running unready while
+    # the engine waits on what its log names (a tensor-parallel size above the pod's GPUs makes it wait for Ray).
+    exited: bool = True
 
     def describe(self) -> str:
         return f"{self.source} of {self.pod}/{self.container}: {shorten(self.line, 300)!r}"
@@ -152,11 +160,15 @@ def termination_message(status: Mapping[str, Any]) -> str:
 def find(
     pods: Sequence[Mapping[str, Any]], container: str, logs: Iterable[ContainerLog]
 ) -> tuple[list[Mapping[str, Any]], EngineError | None]:
-    """The failing predictor pods (serving container not ready and exiting) and the engine's last error among them.
+    """The failing predictor pods and the engine's last error among them.
+
+    A pod fails when its serving container is not ready and either exits by itself with an error, or (killed from
+    outside, or still running unready) its own log names a known cause: an engine that waits for what it cannot get
+    never exits by itself before a liveness probe kills it (vllm-project/vllm#25263).
 
     Order of preference for the quote: a classified error (termination message, previous log, current log), then an
-    unclassified exception from the same places. None when no error line was read or when the memory codes
-    (``GPU_OOM``, ``VLLM_KV_CAPACITY_EXCEEDED``, ``VLLM_MEMORY_UTILIZATION_RISKY``) own the failure.
+    unclassified exception of a container that exited by itself. None when no error line was read or when the memory
+    codes (``GPU_OOM``, ``VLLM_KV_CAPACITY_EXCEEDED``, ``VLLM_MEMORY_UTILIZATION_RISKY``) own the failure.
     """
     by_pod: dict[str, list[ContainerLog]] = {}
     for log in logs:
@@ -166,18 +178,52 @@ def find(
     for pod in pods:
         name = str((pod.get("metadata") or {}).get("name"))
         statuses = [s for s in (pod.get("status") or {}).get("containerStatuses") or [] if s.get("name") == container]
-        if not statuses or not failing(statuses[0]):
+        if not statuses or statuses[0].get("ready"):
             continue
-        failing_pods.append(pod)
+        exited = failing(statuses[0])
         sources = [("termination message", termination_message(statuses[0]))]
         for log in sorted(by_pod.get(name, []), key=lambda log: not log.previous):
             sources.append(("previous log" if log.previous else "log", log.text))
+        hits: list[EngineError] = []
+        if not exited and any(OWNED_ELSEWHERE.search(text) for _, text in sources):
+            continue  # killed while a memory code's error shows: the memory and probe steps name it
         for source, text in sources:
             if OWNED_ELSEWHERE.search(text):
-                return failing_pods, None  # a memory code names this failure
+                return [*failing_pods, pod], None  # a memory code names this failure
             hit = last_error(text) if text else None
-            if hit is not None:
-                found.append(EngineError(hit[0], hit[2], name, container, source, hit[1]))
+            if hit is not None and (exited or hit[0] != UNKNOWN):
+                hits.append(EngineError(hit[0], hit[2], name, container, source, hit[1], exited))
+        if exited or hits:
+            failing_pods.append(pod)
+            found += hits
     classified = [error for error in found if error.cause != UNKNOWN]
     chosen = classified or found
     return failing_pods, chosen[0] if chosen else None
+
+
+def confirmed_while_running(error: EngineError, server: vllm_args.ServerCommand, serving: Mapping[str, Any]) -> bool:
+    """A cause read from a container that did not exit by itself (killed, or running unready) must be one the pod
+    spec confirms: only a tensor-parallel size above the pod's GPUs makes the engine wait instead of exiting, and
+    the same warning is routine on a multi-node Ray cluster whose pods each see part of the GPUs (printed with the
+    world size, vllm-project/vllm#31005), so it counts only when --tensor-parallel-size exceeds this pod's GPUs."""
+    if error.exited:
+        return True
+    if error.cause != "tensor_parallel":
+        return False
+    size = vllm_args.int_flag(server, "--tensor-parallel-size")
+    # A tensor-parallel size of 1 never asks Ray for a placement group, whatever the pod requests.
+    return size is not None and size > max(1, sum(accelerator_requests(serving).values()))
+
+
+_FORBIDDEN = re.compile(r"not in the authorized list|\b403\b")
+_UNAUTHORIZED = re.compile(r"be authenticated|Please log in|Invalid user token|Unauthorized|\b401\b")
+
+
+def hub_refusal(line: str) -> str:
+    """ "forbidden" (403: the hub knows the token and its account has no access), "unauthorized" (401: no valid token),
+    or "" when the quoted line does not say which."""
+    if _FORBIDDEN.search(line):
+        return "forbidden"
+    if _UNAUTHORIZED.search(line):
+        return "unauthorized"
+    return ""

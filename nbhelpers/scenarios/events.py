@@ -15,6 +15,7 @@ from nbhelpers.scenarios.objects import QUEUE_IMAGE, custom_metric_error, unsche
 from nbhelpers.scenarios.state import (
     Plan,
     PodPlan,
+    config_error,
     custom_metrics_api_missing,
     liveness_probe,
     make_uid,
@@ -113,6 +114,8 @@ class EventBuilder:
         if pod.node is None:
             return self.unschedulable(pod, base)
         events = [self.scheduled(pod, pod.node.name, base)]
+        if pod.config_error_syncs:
+            return events + self.config_errors(pod, base)
         events += self.container_starts(pod, base, SERVING_CONTAINER, self.plan.spec.isvc.image, 0.0)
         if self.plan.serverless:
             events += self.container_starts(pod, base, "queue-proxy", QUEUE_IMAGE, 0.15)
@@ -190,6 +193,18 @@ class EventBuilder:
                 )
             )
         return events
+
+    def config_errors(self, pod: PodPlan, base: dict[str, Any]) -> list[KubeObject]:
+        """A container the kubelet cannot configure: on every sync the image is present, then creation fails."""
+        syncs, host = pod.config_error_syncs, pod.node.name if pod.node else ""
+        involved = {**base, "fieldPath": f"spec.containers{{{SERVING_CONTAINER}}}"}
+        image = self.plan.spec.isvc.image
+        present = f'Container image "{image}" already present on machine'
+        failed = f"Error: {config_error(self.plan.spec)}"
+        return [
+            self.event(involved, "Pulled", present, syncs[0], syncs[-1], len(syncs), host=host),
+            self.event(involved, "Failed", failed, syncs[0], syncs[-1], len(syncs), True, host=host),
+        ]
 
     def stopped(self, pod: PodPlan, base: dict[str, Any]) -> list[KubeObject]:
         """The kubelet stopping the containers of a pod the autoscaler scaled away."""

@@ -14,11 +14,13 @@ import json
 import random
 from datetime import datetime, timedelta
 
+from nbhelpers.scenarios.refusals import refusal_lines
 from nbhelpers.scenarios.spec import Model, flag_value
 from nbhelpers.scenarios.state import (
     BATCHED_TOKENS_ERROR,
     CUDA_OOM_ERROR,
     KV_CAPACITY_ERROR,
+    START_REFUSALS,
     WEIGHTS_SHARE,
     Plan,
     PodPlan,
@@ -40,6 +42,10 @@ ROUTES = (
     "/v1/chat/completions",
     "/v1/completions",
 )
+
+
+# Start refusals whose whole log nbhelpers.scenarios.refusals writes (the batched-tokens one is written here).
+_OTHER_REFUSALS = frozenset(error for error, _ in START_REFUSALS.values()) - {BATCHED_TOKENS_ERROR}
 
 
 def kubelet_stamp(moment: datetime) -> str:
@@ -123,6 +129,10 @@ def vllm_log(plan: Plan, pod: PodPlan, run: Run, states: tuple[TickState, ...]) 
         return "".join(
             f"{kubelet_stamp(moment)} {text}\n" for moment, text in _batched_tokens_lines(plan, start, run.ended)
         )
+    if run.engine_error in _OTHER_REFUSALS:
+        until = run.killed_at or run.ended or spec.timeline.captured_at
+        refused = refusal_lines(plan, run, until, _non_default_args(plan))
+        return "".join(f"{kubelet_stamp(moment)} {text}\n" for moment, text in refused if moment <= until)
     lines = [
         _vllm(start + timedelta(seconds=2.1), "__init__.py:241", "Automatically detected platform cuda."),
         _vllm(

@@ -30,6 +30,7 @@ from nbhelpers.scenarios.state import (
     Plan,
     PodPlan,
     Run,
+    config_error,
     declared_resources,
     effective_resources,
     liveness_probe,
@@ -146,6 +147,11 @@ class ObjectBuilder:
             )
         return labels
 
+    @property
+    def _cache_not_writable(self) -> bool:
+        """``hf_cache_not_writable``: the runtime sets no HF_HOME, and the platform runs it as an arbitrary UID."""
+        return any(fault.type == "hf_cache_not_writable" for fault in self.spec.faults)
+
     def serving_container(self, for_pod: bool) -> KubeObject:
         """The kserve-container as the pod runs it (Knative moves the readiness probe into queue-proxy).
 
@@ -163,7 +169,7 @@ class ObjectBuilder:
             "args": list(self.plan.args),
             "ports": [{"containerPort": isvc.container_port, "name": "user-port", "protocol": "TCP"}],
             "env": [
-                {"name": "HF_HOME", "value": "/models-cache"},
+                *([] if self._cache_not_writable else [{"name": "HF_HOME", "value": "/models-cache"}]),
                 {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},
             ],
             "resources": effective_resources(self.spec) if for_pod else declared_resources(self.spec)[1],
@@ -174,6 +180,9 @@ class ObjectBuilder:
             "terminationMessagePath": "/dev/termination-log",
             "terminationMessagePolicy": "FallbackToLogsOnError",
         }
+        if self._cache_not_writable and for_pod:
+            # OpenShift's restricted SCC admits the pod with a UID from the namespace's range and HOME unset (/).
+            container["securityContext"] = {"runAsNonRoot": True, "runAsUser": 1000680000}
         probes_here = for_pod or isvc.probes_in == "runtime"
         liveness = liveness_probe(self.spec)
         if liveness and probes_here:
@@ -716,6 +725,18 @@ class ObjectBuilder:
         return f"containerd://{self.rng.getrandbits(256):064x}"
 
     def _serving_status(self, pod: PodPlan, ready: bool) -> KubeObject:
+        if not pod.runs:
+            # Never created (CreateContainerConfigError): no container ID, no image ID, nothing started yet.
+            return {
+                "name": SERVING_CONTAINER,
+                "image": self.isvc.image,
+                "imageID": "",
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "lastState": {},
+                "state": {"waiting": {"reason": "CreateContainerConfigError", "message": config_error(self.spec)}},
+            }
         last = pod.last_termination(self.captured)
         if pod.crash_looping:
             delay = restart_back_off(len(pod.runs))
@@ -762,14 +783,45 @@ class ObjectBuilder:
 
     def services(self) -> list[KubeObject]:
         if not self.plan.serverless:
-            return [self._raw_service()]
-        services = self._knative_services()
+            return [self._raw_service(), *self._service_link()]
+        services = [*self._knative_services(), *self._service_link()]
         ready_since = min(
             (pod.ready_at for pod in self.plan.pods if pod.ready(self.captured) and pod.ready_at), default=None
         )
         if self.plan.expects_virtual_service and ready_since is not None:
             services.append(self._isvc_external_service(ready_since + timedelta(seconds=2)))
         return services
+
+    def _service_link(self) -> list[KubeObject]:
+        """``vllm_port_service_link``: the owner's own Service named ``vllm`` (a short in-cluster name in front of
+        the predictor), created before the pods; the kubelet turns it into ``VLLM_PORT=tcp://<ip>:<port>``."""
+        fault = next((fault for fault in self.spec.faults if fault.type == "vllm_port_service_link"), None)
+        if fault is None:
+            return []
+        selector = {ISVC_LABEL: self.isvc.name, "component": "predictor"}
+        port = int(fault.params["service_port"])
+        host = str(fault.params["service_host"])
+        created = self.spec.timeline.deployed_at - timedelta(minutes=40)
+        return [
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": _meta(
+                    "vllm", self.ns, make_uid(rng_for(self.spec, "service-link")), created, generation=None
+                ),
+                "spec": {
+                    "type": "ClusterIP",
+                    "clusterIP": host,
+                    "clusterIPs": [host],
+                    "ports": [
+                        {"name": "http", "port": port, "protocol": "TCP", "targetPort": self.isvc.container_port}
+                    ],
+                    "selector": selector,
+                    "sessionAffinity": "None",
+                },
+                "status": {"loadBalancer": {}},
+            }
+        ]
 
     def _isvc_external_service(self, created: datetime) -> KubeObject:
         """KServe's ``<isvc>`` Service: an ExternalName pointing at Istio's local gateway, for in-cluster callers.

@@ -67,6 +67,28 @@ INGRESSES = ("istio", "nginx", "kourier")
 # - batched_tokens_below_max_model_len (max_num_batched_tokens): the owner set --max-num-batched-tokens below
 #   --max-model-len with chunked prefill off; vLLM's scheduler config validation refuses it at start-up (a
 #   ValidationError, exit code 1) before any weight loads, and the container crash-loops (verl-project/verl#7626).
+# - vllm_port_service_link (service_host, service_port): a Service named ``vllm`` in the namespace makes the kubelet
+#   inject ``VLLM_PORT=tcp://<service_host>:<service_port>`` into every pod that keeps service links on; vLLM reads it
+#   as its own internal port when the engine picks one and exits with its URI ValueError (vllm-project/vllm#34199).
+# - bf16_on_pre_ampere_gpu: the model's weights are bfloat16 and the engine keeps that dtype on a GPU below compute
+#   capability 8.0 (T4, V100; the nodes' product says which); the GPU worker refuses it while it initializes the
+#   device, before any weight loads (ValueError, exit code 1; vllm-project/vllm#1157).
+# - hf_cache_not_writable: the container runs as an arbitrary non-root UID (OpenShift's restricted SCC) with no
+#   HF_HOME and HOME=/, so the hub download's cache directory /.cache cannot be created: transformers raises a
+#   PermissionError wrapped in an OSError before the engine starts (huggingface/inference-benchmarker#30). No
+#   pattern of the tool names this one: it is the scenario of the honest fallback.
+# - tensor_parallel_above_gpus (tensor_parallel_size): --tensor-parallel-size above the GPUs the pod requests. vLLM
+#   falls back to its Ray executor, warns that the size exceeds the available GPUs, and waits for a placement group
+#   that can never form (vllm-project/vllm#25263, the warning since vllm-project/vllm#25775); it gives up with a
+#   ValueError after 1800 s, unless a liveness probe kills the silent server first (exit 137, then back-off).
+# - gated_model_access_not_granted: the model is gated on the hub and the token the container gets (HF_TOKEN from
+#   the Secret hf-token) is valid, but its account has not been granted access (licence not accepted, or the request
+#   still pending): the hub answers 403 for config.json and the API server exits before the engine starts
+#   (https://github.com/rh-ai-quickstart/ai-virtual-agent/issues/200).
+# - hf_token_secret_missing (missing: secret|key): the serving container's HF_TOKEN comes from a secretKeyRef
+#   (Secret hf-token, key token) and the Secret (or that key in it) does not exist in the namespace; the kubelet cannot
+#   build the container's environment, so the container is never created: waiting CreateContainerConfigError, retried
+#   on every pod sync (https://github.com/gyliu513/langX101/pull/390: 'secret "llm-d-hf-token" not found').
 FAULT_TYPES = (
     "port_mismatch",
     "routing_layer_mismatch",
@@ -84,6 +106,12 @@ FAULT_TYPES = (
     "hpa_at_max",
     "hpa_target_above_capacity",
     "batched_tokens_below_max_model_len",
+    "vllm_port_service_link",
+    "bf16_on_pre_ampere_gpu",
+    "hf_cache_not_writable",
+    "tensor_parallel_above_gpus",
+    "hf_token_secret_missing",
+    "gated_model_access_not_granted",
 )
 # Faults that give the owner their own HPA on a Pods metric: one InferenceService has at most one of them.
 OWNER_HPA_FAULTS = ("custom_metrics_api_missing", "hpa_target_not_serving", "hpa_at_max", "hpa_target_above_capacity")
@@ -573,6 +601,15 @@ def _fault(fields: _Fields) -> Fault:
     elif fault_type == "batched_tokens_below_max_model_len":
         if fields.integer("max_num_batched_tokens") < 1:
             raise fields.fail("max_num_batched_tokens", "must be a positive number of tokens")
+    elif fault_type == "vllm_port_service_link":
+        fields.text("service_host")
+        if not 0 < fields.integer("service_port") < 65536:
+            raise fields.fail("service_port", "must be a TCP port")
+    elif fault_type == "hf_token_secret_missing":
+        fields.choice("missing", ("secret", "key"), "secret")
+    elif fault_type == "tensor_parallel_above_gpus":
+        if fields.integer("tensor_parallel_size") < 2:
+            raise fields.fail("tensor_parallel_size", "must be at least 2")
     elif fault_type == "max_model_len_exceeds_kv_cache":
         if fields.integer("max_model_len") < 1:
             raise fields.fail("max_model_len", "must be a positive number of tokens")
@@ -770,12 +807,31 @@ def _check_fault(spec: ScenarioSpec, fault: Fault, top: _Fields) -> None:
                 f"gpu_memory_overcommitted: {left:.2f} GiB stay outside vLLM's budget, enough for the "
                 f"{OUTSIDE_BUDGET_GIB} GiB of CUDA context and graphs: nothing would run out of memory",
             )
+    if fault.type == "tensor_parallel_above_gpus":
+        gpus = int((isvc.resources.get("limits") or {}).get("nvidia.com/gpu", 0))
+        if int(params["tensor_parallel_size"]) <= gpus:
+            raise top.fail("faults", f"tensor_parallel_above_gpus: the pod requests {gpus} GPUs, enough for it")
+    if fault.type == "bf16_on_pre_ampere_gpu":
+        _check_bf16_on_pre_ampere(spec, top)
     if fault.type == "host_oomkilled" and params["memory_limit_gib"] >= isvc.model.host_load_gib:
         raise top.fail(
             "faults",
             f"host_oomkilled: loading needs about {isvc.model.host_load_gib:.1f} GiB of host memory, "
             f"within the {params['memory_limit']} limit: nothing would be killed",
         )
+
+
+# GPUs below compute capability 8.0 (no bfloat16): Volta (7.0) and Turing (7.5) data-centre cards.
+PRE_AMPERE_GPUS = ("V100", "T4", "P100", "P4", "RTX-6000", "RTX-8000")
+
+
+def _check_bf16_on_pre_ampere(spec: ScenarioSpec, top: _Fields) -> None:
+    """bfloat16 fails only on a GPU without it, and only while the engine keeps the checkpoint's dtype."""
+    if not all(any(name in node.product for name in PRE_AMPERE_GPUS) for node in spec.cluster.nodes):
+        raise top.fail("faults", "bf16_on_pre_ampere_gpu: every node must carry a pre-Ampere GPU (T4, V100, ...)")
+    dtype = flag_value(spec.isvc.args, "--dtype")
+    if dtype not in (None, "auto", "bfloat16"):
+        raise top.fail("faults", f"bf16_on_pre_ampere_gpu: --dtype {dtype} already avoids bfloat16")
 
 
 def _check_scale_to_zero(spec: ScenarioSpec, top: _Fields) -> None:

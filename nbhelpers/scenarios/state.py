@@ -45,6 +45,32 @@ KV_CAPACITY_ERROR = "kv_capacity"
 # seconds of the start, before any weight loads.
 BATCHED_TOKENS_ERROR = "batched_tokens"
 BATCHED_TOKENS_REFUSAL_SECONDS = 7.5
+# Other refusals before any weight loads, each after the step that raises it: the engine picks its internal port
+# for the distributed init (a VLLM_PORT set by a Service link is read there), the GPU worker checks the dtype when
+# it initializes the device, and the config's hub download of config.json needs a writable cache first.
+VLLM_PORT_ERROR = "vllm_port_uri"
+DTYPE_ERROR = "dtype"
+CACHE_PERMISSION_ERROR = "cache_permission"
+HUB_FORBIDDEN_ERROR = "hub_forbidden"
+# --tensor-parallel-size above the pod's GPUs: vLLM V1's Ray executor waits for a placement group that never forms
+# and gives up after PG_WAIT_TIMEOUT (1800 s, vllm/v1/executor/ray_utils.py); the server never listens meanwhile.
+TENSOR_PARALLEL_ERROR = "tensor_parallel"
+PLACEMENT_GROUP_TIMEOUT_SECONDS = 1800.0
+TENSOR_PARALLEL_WAIT_STARTS_SECONDS = 19.0
+# Fault type -> (Run.engine_error, seconds from the container's start to its exit).
+START_REFUSALS = {
+    "batched_tokens_below_max_model_len": (BATCHED_TOKENS_ERROR, BATCHED_TOKENS_REFUSAL_SECONDS),
+    "vllm_port_service_link": (VLLM_PORT_ERROR, 17.2),
+    "bf16_on_pre_ampere_gpu": (DTYPE_ERROR, 18.4),
+    "hf_cache_not_writable": (CACHE_PERMISSION_ERROR, 6.8),
+    "gated_model_access_not_granted": (HUB_FORBIDDEN_ERROR, 6.4),
+    "tensor_parallel_above_gpus": (
+        TENSOR_PARALLEL_ERROR,
+        TENSOR_PARALLEL_WAIT_STARTS_SECONDS + PLACEMENT_GROUP_TIMEOUT_SECONDS + 1.6,
+    ),
+}
+# Refusals that leave the server silent until they exit (a liveness probe may kill it first): the rest exit early.
+HANGING_REFUSALS = frozenset({TENSOR_PARALLEL_ERROR})
 # Kubernetes' alphabet for generated name suffixes and pod-template hashes (no vowels, no look-alikes).
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -106,7 +132,7 @@ class Run:
     reason: str = ""  # why it ended: Error (killed after failing liveness, or the engine died) | OOMKilled
     exit_code: int = 0
     killed_at: datetime | None = None  # the kubelet's liveness kill, ``grace`` before ``ended``
-    engine_error: str = ""  # the engine refused to start, and its log says why: CUDA_OOM_ERROR | KV_CAPACITY_ERROR
+    engine_error: str = ""  # the engine refused to start, and its log says why: CUDA_OOM_ERROR, KV_CAPACITY_ERROR, ...
 
     def active(self, moment: datetime) -> bool:
         return self.started <= moment and (self.ended is None or moment < self.ended)
@@ -139,6 +165,8 @@ class PodPlan:
     # After it was first Ready (``ready_at``): spells not Ready, [from, to) (a restart, a readiness blip).
     unready: tuple[tuple[datetime, datetime], ...] = ()
     blip_failures: tuple[datetime, ...] = ()  # readiness failures of a pod that serves (history's blips)
+    # The kubelet's syncs that could not build the serving container's config (a scheduled pod with no runs).
+    config_error_syncs: tuple[datetime, ...] = ()
 
     @property
     def scheduled(self) -> bool:
@@ -255,6 +283,9 @@ def apply_faults(spec: ScenarioSpec) -> tuple[str, ...]:
         if fault.type == "gpu_memory_overcommitted":
             utilization = float(fault.params["gpu_memory_utilization"])
             args = (*without_flag(args, "--gpu-memory-utilization"), "--gpu-memory-utilization", f"{utilization:g}")
+        if fault.type == "tensor_parallel_above_gpus":
+            size = str(int(fault.params["tensor_parallel_size"]))
+            args = (*without_flag(args, "--tensor-parallel-size"), "--tensor-parallel-size", size)
         if fault.type == "batched_tokens_below_max_model_len":
             tokens = str(int(fault.params["max_num_batched_tokens"]))
             args = (*without_flag(args, "--max-num-batched-tokens"), "--max-num-batched-tokens", tokens)
@@ -523,6 +554,8 @@ def _pod_plan(
             back_offs=(),
             scheduling_attempts=tuple(attempts),
         )
+    if config_error(spec):
+        return _never_created(spec, name, uid, ip, template_hash, created, load, index, rng)
     life = _PodLife([], [], [], [])
     start = created + timedelta(seconds=spec.isvc.image_pull_seconds + 2 + rng.uniform(0.2, 0.9))
     oom_after = oom_seconds(spec, load, plan_inputs.memory_limit_gib)
@@ -537,18 +570,22 @@ def _pod_plan(
         gpu_oom = start + timedelta(seconds=gpu_after) if gpu_after is not None else None
         kv_after = kv_refusal_seconds(plan_inputs.kv, load)
         kv_refused = start + timedelta(seconds=kv_after) if kv_after is not None else None
-        batched_refused = (
-            start + timedelta(seconds=BATCHED_TOKENS_REFUSAL_SECONDS)
-            if any(fault.type == "batched_tokens_below_max_model_len" for fault in spec.faults)
-            else None
-        )
+        refusal = start_refusal(spec)
+        refused = start + timedelta(seconds=refusal[1]) if refusal is not None else None
+        if refusal is not None and refused is not None:
+            listening = refused + timedelta(seconds=1)  # a refusing engine never listens
         serving_from = min(
-            moment for moment in (listening, oom, gpu_oom, kv_refused, batched_refused, captured) if moment is not None
+            moment for moment in (listening, oom, gpu_oom, kv_refused, refused, captured) if moment is not None
         )
         killed = _liveness_kill(start, serving_from, plan_inputs.liveness, life)
         restart: Restart | None = None
-        if batched_refused is not None and batched_refused < captured:
-            run = Run(start, batched_refused, "Error", 1, engine_error=BATCHED_TOKENS_ERROR)
+        if refusal is not None and refused is not None and refused < captured and (killed is None or refused < killed):
+            run = Run(start, refused, "Error", 1, engine_error=refusal[0])
+        elif refusal is not None and refusal[0] in HANGING_REFUSALS and killed is not None:
+            ended = killed + timedelta(seconds=plan_inputs.grace_seconds)
+            run = Run(start, ended if ended < captured else None, "Error", 137, killed, engine_error=refusal[0])
+        elif refusal is not None and refusal[0] in HANGING_REFUSALS:
+            run = Run(start, None, engine_error=refusal[0])  # still waiting at capture
         elif oom is not None and oom < captured and (killed is None or oom < killed):
             run = Run(start, oom, "OOMKilled", 137)
         elif gpu_oom is not None and gpu_oom < captured and (killed is None or gpu_oom < killed):
@@ -607,6 +644,62 @@ def _pod_plan(
         scheduling_attempts=(),
         **_blips(spec, index, spells),
     )
+
+
+# The Secret the serving container's HF_TOKEN comes from (env valueFrom.secretKeyRef), as the objects declare it.
+HF_TOKEN_SECRET = ("hf-token", "token")
+
+
+def config_error(spec: ScenarioSpec) -> str:
+    """The kubelet's message when it cannot build the serving container's config ("" when it can)."""
+    fault = next((fault for fault in spec.faults if fault.type == "hf_token_secret_missing"), None)
+    if fault is None:
+        return ""
+    secret, key = HF_TOKEN_SECRET
+    if fault.params.get("missing", "secret") == "key":
+        return f"couldn't find key {key} in Secret {spec.isvc.namespace}/{secret}"
+    return f'secret "{secret}" not found'
+
+
+def _never_created(
+    spec: ScenarioSpec,
+    name: str,
+    uid: str,
+    ip: str,
+    template_hash: str,
+    created: datetime,
+    load: float,
+    index: int,
+    rng: random.Random,
+) -> PodPlan:
+    """A scheduled pod whose serving container the kubelet cannot create: it retries on every pod sync."""
+    syncs = []
+    moment = created + timedelta(seconds=spec.isvc.image_pull_seconds + 2 + rng.uniform(0.2, 0.9))
+    while moment < spec.timeline.captured_at:
+        syncs.append(moment)
+        moment += timedelta(seconds=KUBELET_SYNC_SECONDS + rng.uniform(0, 3))
+    return PodPlan(
+        name=name,
+        uid=uid,
+        ip=ip,
+        node=spec.cluster.nodes[index % len(spec.cluster.nodes)],
+        template_hash=template_hash,
+        created=created,
+        runs=(),
+        load_seconds=load,
+        listening=None,
+        ready_at=None,
+        probe_failures=(),
+        liveness_failures=(),
+        back_offs=(),
+        scheduling_attempts=(),
+        config_error_syncs=tuple(syncs),
+    )
+
+
+def start_refusal(spec: ScenarioSpec) -> tuple[str, float] | None:
+    """(engine error, seconds to exit) when a fault makes the engine refuse to start before it loads weights."""
+    return next((START_REFUSALS[fault.type] for fault in spec.faults if fault.type in START_REFUSALS), None)
 
 
 def _restart_after(restarts: list[Restart], listening: datetime, captured: datetime) -> Restart | None:

@@ -41,9 +41,14 @@ from nbhelpers.scenarios.spec import (
     blocks_per_request,
 )
 from nbhelpers.scenarios.state import (
+    CACHE_PERMISSION_ERROR,
     CUDA_OOM_ERROR,
+    DTYPE_ERROR,
+    HUB_FORBIDDEN_ERROR,
     KV_CAPACITY_ERROR,
     REVISION_TIMEOUT_SECONDS,
+    TENSOR_PARALLEL_ERROR,
+    VLLM_PORT_ERROR,
     Plan,
     PodPlan,
     long_contexts,
@@ -429,12 +434,14 @@ class _Simulator:
     def kube_state(self, pod: PodPlan, moment: datetime) -> None:
         """kube-state-metrics: series exist only for what the pod status holds (no Ready condition while
         unscheduled, no container series before the first start, a terminated reason after the first end)."""
-        if not pod.runs:
+        if not pod.runs and not pod.config_error_syncs:
             return
         ksm = {"namespace": self.spec.isvc.namespace, "pod": pod.name, "uid": pod.uid, "job": "kube-state-metrics"}
         ready = pod.ready(moment)
         for condition, value in (("true", ready), ("false", not ready), ("unknown", False)):
             self.record("kube_pod_status_ready", {**ksm, "condition": condition}, moment, float(value))
+        if not pod.runs:
+            return  # the container was never created: it has no restarts and no termination
         if moment < pod.started:
             return
         restarts = {"kserve-container": pod.restarts_at(moment)}
@@ -455,8 +462,12 @@ class _Simulator:
         total_mib = round(node.memory_gib * 1024) + 768
         run = pod.run_at(moment)
         full = node.memory_gib * 1024 * self.plan.kv.gpu_memory_utilization + 530
-        if run is None:
+        if run is None or run.engine_error in (CACHE_PERMISSION_ERROR, HUB_FORBIDDEN_ERROR, TENSOR_PARALLEL_ERROR):
+            # The API server failed on its config before any process touched the GPU, or the engine waits for Ray
+            # to place workers that would use it.
             used = 0
+        elif run.engine_error in (DTYPE_ERROR, VLLM_PORT_ERROR):
+            used = 500  # the engine process holds its CUDA context and nothing else when it refuses
         elif run.engine_error == CUDA_OOM_ERROR and (moment - run.started).total_seconds() >= (
             KV_SIZED_SHARE * pod.load_seconds
         ):

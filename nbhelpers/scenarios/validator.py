@@ -373,7 +373,9 @@ def _check_runs_against_events(bundle: _Bundle) -> list[str]:
         if created is None or not bundle.window.contains(created):
             continue
         for container in kube.status(pod).get("containerStatuses") or []:
-            runs = int(container.get("restartCount") or 0) + 1
+            # A container never created (waiting with no container ID, e.g. CreateContainerConfigError) never ran.
+            never_created = not container.get("containerID") and not container.get("started")
+            runs = 0 if never_created else int(container.get("restartCount") or 0) + 1
             seen = started.get((kube.name(pod), str(container.get("name"))), 0)
             if seen != runs:
                 problems.append(

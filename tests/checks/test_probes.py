@@ -386,6 +386,42 @@ def test_raw_restart_loop_with_liveness_kills_mid_load() -> None:
     assert _after_patch(objects, finding, logs=RAW_LOOP_LOGS) == []
 
 
+# vllm-project/vllm#25263: with --tensor-parallel-size above the pod's GPUs the engine waits for a Ray placement group
+# that never forms; the liveness probe kills a start-up that was never loading, and ENGINE_START_FAILED names why.
+def _tensor_parallel_wait(size: str) -> tuple[list[dict[str, Any]], dict[tuple[str, str], str]]:
+    objects = load_case(*RAW_LOOP)
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    pod["spec"]["containers"][0]["args"] = [*pod["spec"]["containers"][0]["args"], "--tensor-parallel-size", size]
+    waiting = (
+        "(EngineCore_0 pid=213) INFO 01-15 11:54:41 [ray_utils.py:427] Waiting for creating a placement group of "
+        "specs for 10 seconds. specs=[{'GPU': 1.0, 'node:10.0.4.21': 0.001}, {'GPU': 1.0}]."
+    )
+    warning = (
+        "(EngineCore_0 pid=213) WARNING 01-15 11:54:29 [ray_utils.py:352] Tensor parallel size (2) exceeds available "
+        "GPUs (1). This may result in Ray placement group allocation failures."
+    )
+    log = stamped(
+        "2026-01-15T11:54:12", [*vllm_start("meta-llama/Llama-3.1-8B-Instruct")[:3], (16.1, warning), (28.4, waiting)]
+    )
+    return objects, {**RAW_LOOP_LOGS, (RAW_POD_NAME, "kserve-container.previous"): log}
+
+
+def test_kills_of_an_engine_waiting_for_gpus_it_lacks_are_not_a_load_budget_problem() -> None:
+    objects, logs = _tensor_parallel_wait("2")
+    assert "PROBE_LIVENESS_KILLS_DURING_LOAD" not in codes(probes.run(evidence_of(objects, logs=logs)))
+
+
+def test_the_ray_warning_within_the_pods_gpus_leaves_the_kills_to_the_probe_budget() -> None:
+    """Multi-node Ray prints the warning with the world size (vllm-project/vllm#31005): with --tensor-parallel-size
+    within the pod's GPUs an engine killed while it loads is still a probe budget problem."""
+    objects, logs = _tensor_parallel_wait("1")
+    warning = logs[(RAW_POD_NAME, "kserve-container.previous")].splitlines()[3].split(" ", 1)[1]
+    logs[(RAW_POD_NAME, "kserve-container.previous")] = (
+        stamped("2026-01-15T11:54:12", [(0.5, warning)]) + RAW_KILLED_LOG
+    )
+    assert "PROBE_LIVENESS_KILLS_DURING_LOAD" in codes(probes.run(evidence_of(objects, logs=logs)))
+
+
 def test_rollback_restores_the_original_isvc() -> None:
     objects = load_case(*RAW_LOOP)
     finding = only(probes.run(evidence_of(objects, logs=RAW_LOOP_LOGS)), "PROBE_LIVENESS_KILLS_DURING_LOAD")

@@ -813,6 +813,19 @@ def test_engine_start_failure_reads_the_termination_message_vllm_port() -> None:
     assert finding.patch is None
 
 
+def test_engine_start_failure_names_the_service_behind_vllm_port() -> None:
+    objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_vllm_port_service_link.yaml")
+    assert not any("Service/llm/vllm " in line for line in only(_run(objects), "ENGINE_START_FAILED").evidence)
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "vllm", "namespace": "llm"},
+        "spec": {"clusterIP": "169.169.193.120", "ports": [{"port": 6785, "targetPort": 8080}]},
+    }
+    finding = only(_run([*objects, service]), "ENGINE_START_FAILED")
+    assert any(line.startswith("Service/llm/vllm (clusterIP 169.169.193.120, port 6785)") for line in finding.evidence)
+
+
 def test_a_container_failing_for_no_known_reason_quotes_its_own_last_error() -> None:
     objects = load_case(*RAW, "checks/CONTAINER_FAILING_UNKNOWN_CAUSE/raw_unknown_exit.yaml")
     findings = _run(objects)
@@ -900,6 +913,54 @@ def test_engine_start_failure_sets_tensor_parallel_to_the_gpu_request() -> None:
     assert args[args.index("--tensor-parallel-size") + 1] == "1"
 
 
+# The same misconfiguration before vLLM gives up (vllm-project/vllm#25263): the engine waits for a placement group
+# that cannot form and the liveness probe kills it (exit 137), so the container never exits by itself.
+_PG_WAIT = (
+    "(EngineCore_0 pid=214) INFO 01-15 {clock} [ray_utils.py:427] Waiting for creating a placement group of specs "
+    "for {seconds} seconds. specs=[{{'GPU': 1.0, 'node:10.0.4.21': 0.001}}, {{'GPU': 1.0}}]. Check `ray status` and "
+    "`ray list nodes` to see if you have enough resources."
+)
+
+
+def _killed_by_liveness(objects: list[dict[str, Any]], args: list[str]) -> list[dict[str, Any]]:
+    for obj in objects:
+        if obj["kind"] == "Pod":
+            obj["spec"]["containers"][0]["args"] = args
+            obj["status"]["containerStatuses"][0]["lastState"]["terminated"].update(exitCode=137, reason="Error")
+    return objects
+
+
+def _waiting_log(warning: str) -> str:
+    return _log(
+        *_v1_start("11:40:00", "{'model': 'meta-llama/Llama-3.1-8B-Instruct'}"),
+        ("11:40:09", f"(EngineCore_0 pid=214) WARNING 01-15 11:40:09 [ray_utils.py:352] {warning}"),
+        ("11:40:21", _PG_WAIT.format(clock="11:40:21", seconds=10)),
+        ("11:41:41", _PG_WAIT.format(clock="11:41:41", seconds=70)),
+    )
+
+
+def test_engine_start_failure_reads_an_engine_killed_while_it_waits_for_gpus() -> None:
+    objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_tensor_parallel_above_gpus.yaml")
+    objects = _killed_by_liveness(objects, [*_args(objects)])
+    warning = "Tensor parallel size (4) exceeds available GPUs (1). This may result in Ray placement group allocation failures."
+    findings = _run(objects, None, {(RAW_POD, "kserve-container.previous"): _waiting_log(warning)})
+    finding = only(findings, "ENGINE_START_FAILED")
+    assert "never finishes starting" in finding.summary and "Tensor parallel size (4)" in finding.summary
+    assert "CONTAINER_FAILING_UNKNOWN_CAUSE" not in codes(findings)
+
+
+def test_a_ray_gpu_warning_within_the_pods_gpus_is_no_start_failure() -> None:
+    """Multi-node Ray prints the warning with the world size (TP x PP, vllm-project/vllm#31005) while it waits for
+    the other node: with --tensor-parallel-size within the pod's GPUs a killed, unready pod is not blamed on it."""
+    objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_tensor_parallel_above_gpus.yaml")
+    args = [arg for arg in _args(objects)]
+    args[args.index("--tensor-parallel-size") + 1] = "1"
+    objects = _killed_by_liveness(objects, [*args, "--pipeline-parallel-size", "2"])
+    warning = "Tensor parallel size (2) exceeds available GPUs (1). This may result in Ray placement group allocation failures."
+    findings = _run(objects, None, {(RAW_POD, "kserve-container.previous"): _waiting_log(warning)})
+    assert not {"ENGINE_START_FAILED", "CONTAINER_FAILING_UNKNOWN_CAUSE"} & set(codes(findings))
+
+
 def test_the_fallback_quotes_the_root_cause_not_the_api_server_wrapper() -> None:
     from nbhelpers.facts import engine_errors
 
@@ -911,10 +972,38 @@ def test_the_fallback_quotes_the_root_cause_not_the_api_server_wrapper() -> None
     assert found is not None and found[0] == "unknown" and "some new validation" in found[2]
 
 
-def test_engine_start_failure_asks_for_a_hub_token_for_a_gated_model() -> None:
-    # https://github.com/rh-ai-quickstart/ai-virtual-agent/issues/200
+def test_engine_start_failure_asks_for_access_not_a_token_on_a_403() -> None:
+    # https://github.com/rh-ai-quickstart/ai-virtual-agent/issues/200: a valid token whose account has no access.
     objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_gated_model_403.yaml")
     finding = only(_run(objects), "ENGINE_START_FAILED")
     assert finding.title == "the model hub refused the download (401/403, gated model)"
-    assert "Cannot access gated repo" in finding.summary
-    assert "HF_TOKEN from a Secret" in finding.remediation
+    assert "you are not in the authorized list" in finding.summary
+    assert "request access to the gated model" in finding.remediation and "(403)" in finding.remediation
+
+
+def test_engine_start_failure_asks_for_a_hub_token_on_a_401() -> None:
+    objects = load_case(*RAW, "checks/ENGINE_START_FAILED/raw_gated_model_403.yaml")
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["message"] = (
+        "huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-67b8)\n\n"
+        "Cannot access gated repo for url https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/resolve/main/config.json.\n"
+        "Access to model meta-llama/Llama-3.1-8B-Instruct is restricted. You must have access to it and be "
+        "authenticated to access it. Please log in."
+    )
+    finding = only(_run(objects), "ENGINE_START_FAILED")
+    assert "(401)" in finding.remediation and "HF_TOKEN from a Secret" in finding.remediation
+
+
+def test_engine_start_failure_reads_the_dtype_refusal_from_the_termination_message() -> None:
+    objects = load_case(*SERVERLESS, "checks/ENGINE_START_FAILED/serverless_bf16_on_t4.yaml")
+    finding = only(_run(objects), "ENGINE_START_FAILED")
+    assert finding.title == "the GPU does not support the model's dtype"
+    assert "Your Tesla T4 GPU has compute capability 7.5" in finding.summary
+    assert "--dtype=half" in _args(_patched(objects, finding), where="isvc")
+
+
+def test_the_fallback_quotes_an_unknown_error_from_the_termination_message() -> None:
+    objects = load_case(*RAW, "checks/CONTAINER_FAILING_UNKNOWN_CAUSE/raw_cache_permission_denied.yaml")
+    findings = _run(objects)
+    finding = only(findings, "CONTAINER_FAILING_UNKNOWN_CAUSE")
+    assert "OSError: PermissionError at /.cache" in finding.summary and "ENGINE_START_FAILED" not in codes(findings)

@@ -14,7 +14,7 @@ from nbhelpers.checks.probes._loads import PodLoad
 from nbhelpers.checks.probes._patches import PROGRESS_DEADLINE_ANNOTATION, new_probe, no_patch_reason, set_probe_plan
 from nbhelpers.checks.probes._probe import Probe, gating
 from nbhelpers.errors import RunbookError
-from nbhelpers.facts import common
+from nbhelpers.facts import common, engine_errors
 from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.models import load_time
 from nbhelpers.models.load_time import LIVENESS, READINESS, STARTUP, ProbeBudget
@@ -29,6 +29,8 @@ def budget_findings(facts: ProbeFacts) -> list[Finding]:
     if gate is None:
         return []  # nothing restarts a loading container (kills seen came from an older spec)
     budget = gate.budget
+    if facts.killed and _engine_never_loads(facts):
+        return []  # ENGINE_START_FAILED names why: no budget lets an engine load that waits for GPUs it lacks
     if facts.killed:
         longest_cut = facts.stats.lower_bound or 0.0
         p95 = facts.stats.p95 or 0.0
@@ -43,6 +45,18 @@ def budget_findings(facts: ProbeFacts) -> list[Finding]:
     if load is None:
         return [_unknown_load_note(facts, gate)]
     return []
+
+
+def _engine_never_loads(facts: ProbeFacts) -> bool:
+    """The killed runs were not loading: the engine's own log names a cause it waits on and the pod spec confirms
+    it (a tensor-parallel size above the pod's GPUs, vllm-project/vllm#25263), so a longer budget only delays its own
+    failure and the kills are an effect."""
+    _, error = engine_errors.find(common.predictor_pods(facts.evidence), facts.container_name, facts.evidence.logs)
+    return (
+        error is not None
+        and not error.exited
+        and engine_errors.confirmed_while_running(error, facts.server, facts.workload.serving)
+    )
 
 
 def _comparison_load(facts: ProbeFacts) -> tuple[float | None, bool]:

@@ -11,7 +11,7 @@ from nbhelpers.checks.queue_vs_oom._facts import BATCHED_FLAG, LEN_FLAG, TP_FLAG
 from nbhelpers.facts import common, engine_errors
 from nbhelpers.facts.engine_errors import EngineError
 from nbhelpers.findings.model import Finding, Fix
-from nbhelpers.sources import kube
+from nbhelpers.sources import kinds, kube
 
 _TITLES = {
     "batched_tokens": "--max-num-batched-tokens is below --max-model-len",
@@ -28,13 +28,20 @@ def engine_start(facts: EngineFacts) -> Finding | None:
     failing, error = engine_errors.find(facts.pods, facts.container, facts.logs)
     if not failing or error is None:
         return None  # nothing to quote: ENDPOINTS_NONE_READY and the pod state speak for themselves
+    if not engine_errors.confirmed_while_running(error, facts.server, facts.workload.serving):
+        return None
     refs = tuple(dict.fromkeys([kube.ref(facts.evidence.isvc), *(kube.ref(pod) for pod in failing)]))
     if error.cause == engine_errors.UNKNOWN:
         return _unknown(facts, failing, error, refs)
     what, changes = _fix(facts, error)
     plan = facts.args_patch(changes) if changes else None
+    how = (
+        "exits at start-up"
+        if error.exited
+        else "never finishes starting (killed by its probes or still waiting, not ready)"
+    )
     summary = (
-        f"The serving container {facts.container!r} exits at start-up ({len(failing)} pod(s) not ready) and vLLM "
+        f"The serving container {facts.container!r} {how} ({len(failing)} pod(s) not ready) and vLLM "
         f"says why ({error.cause}): {common.shorten(error.line, 300)!r}. Until this changes no replica turns "
         "ready, so endpoints stay empty and every request fails with 503."
     )
@@ -43,8 +50,21 @@ def engine_start(facts: EngineFacts) -> Finding | None:
         title=_TITLES[error.cause],
         summary=summary,
         objects=refs,
-        evidence=(error.describe(), *facts.restarts()),
+        evidence=(error.describe(), *_service_link(facts, error), *facts.restarts()),
         fix=Fix.from_plan(what, plan, no_patch=facts.no_patch_reason() if changes else ""),
+    )
+
+
+def _service_link(facts: EngineFacts, error: EngineError) -> tuple[str, ...]:
+    """The Service named vllm behind a VLLM_PORT URI, when the capture holds it (vllm-project/vllm#34199)."""
+    service = common.named(facts.evidence, kinds.SERVICE, "vllm") if error.cause == "vllm_port_uri" else None
+    if service is None:
+        return ()
+    spec = service.get("spec") or {}
+    ports = ", ".join(str(port.get("port")) for port in spec.get("ports") or [])
+    return (
+        f"{kube.ref(service)} (clusterIP {spec.get('clusterIP')}, port {ports}) exists in the namespace: the kubelet "
+        "injects VLLM_PORT=tcp://<clusterIP>:<port> into every pod that keeps service links on",
     )
 
 
@@ -90,17 +110,22 @@ def _fix(facts: EngineFacts, error: EngineError) -> tuple[str, dict[str, str]]:
                 {TP_FLAG: str(gpus)},
             )
         return f"Request as many GPUs (nvidia.com/gpu) as {TP_FLAG}, or lower {TP_FLAG}.", {}
+    if error.cause == "hub_unauthorized":
+        return _hub_fix(engine_errors.hub_refusal(error.line)), {}
+    if error.cause == "dtype":
+        # float16 is what vLLM's own message proposes (--dtype=half), and what releases since
+        # https://github.com/vllm-project/vllm/pull/17265 pick by themselves on such a GPU.
+        return (
+            "Set --dtype half (float16): this GPU has no bfloat16 (compute capability below 8.0). Or serve the model "
+            "on an Ampere or newer GPU.",
+            {"--dtype": "half"},
+        )
     texts = {
         "vllm_port_uri": (
             "A Service named vllm in the namespace makes the kubelet inject VLLM_PORT=tcp://..., which vLLM reads "
             "as its own setting: rename that Service, or set enableServiceLinks: false on the predictor pod "
             "(spec.predictor.enableServiceLinks), or set VLLM_PORT explicitly in the container's env."
         ),
-        "hub_unauthorized": (
-            "The model is gated or private: accept its licence on the hub and give the container a token "
-            "(HF_TOKEN from a Secret, through env valueFrom.secretKeyRef or the storage initializer's secret)."
-        ),
-        "dtype": "Set --dtype float16 (half) for a GPU without bfloat16 (compute capability below 8.0), or use a newer GPU.",
         "architecture": (
             "Use a vLLM release that supports this architecture (a newer image), pass --trust-remote-code when the "
             "model ships its own code, or serve it with a runtime that supports it."
@@ -111,3 +136,19 @@ def _fix(facts: EngineFacts, error: EngineError) -> tuple[str, dict[str, str]]:
         ),
     }
     return texts[error.cause], {}
+
+
+_TOKEN = "HF_TOKEN from a Secret, through env valueFrom.secretKeyRef or the storage initializer's secret"
+
+
+def _hub_fix(refusal: str) -> str:
+    """A 403 and a 401 from the hub need different fixes: access for the token's account, or a token at all."""
+    if refusal == "forbidden":
+        return (
+            "The hub knows the token and refuses its account (403): request access to the gated model (accept its "
+            "licence) with the account that owns the token and wait for the grant, or use a token of an account that "
+            "already has access. A new or re-mounted token of the same account does not help."
+        )
+    if refusal == "unauthorized":
+        return f"The hub got no valid token (401): give the container one whose account has access ({_TOKEN})."
+    return f"The model is gated or private: accept its licence on the hub and give the container a token ({_TOKEN})."
