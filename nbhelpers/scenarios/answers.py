@@ -182,6 +182,39 @@ def _quantile(quantile: float, name: str) -> Evaluator:
     return evaluate
 
 
+def _outer_gateway(store: RawStore, at: float, range_seconds: float) -> Vector:
+    """``istio_outer_gateway_by_code``: the gateway's requests to knative-local-gateway, by code and host."""
+    to_local = [
+        (labels, value)
+        for labels, value in store.rate("istio_requests_total", at, range_seconds)
+        if labels.get("reporter") == "source" and labels.get("destination_service_name") == "knative-local-gateway"
+    ]
+    return aggregate(to_local, "sum", ("response_code", "response_flags", "request_host"))
+
+
+LATENCY_HISTOGRAMS = (
+    "vllm:e2e_request_latency_seconds_bucket",
+    "vllm:request_queue_time_seconds_bucket",
+    "vllm:time_to_first_token_seconds_bucket",
+)
+
+
+def _bucket_bounds(store: RawStore, at: float, _range: float) -> Vector:
+    """``vllm_latency_buckets``: how many series carry each (histogram, le), as ``count by (__name__, le)``."""
+    vector: Vector = []
+    for name in LATENCY_HISTOGRAMS:
+        named = [({**labels, "__name__": name}, value) for labels, value in store.instant(name, at)]
+        vector += [(labels, float(len(group))) for labels, group in _grouped(named, ("__name__", "le"))]
+    return vector
+
+
+def _grouped(vector: Vector, by: tuple[str, ...]) -> list[tuple[dict[str, str], Vector]]:
+    groups: dict[Labels, Vector] = {}
+    for labels, value in vector:
+        groups.setdefault(tuple((label, labels.get(label, "")) for label in by), []).append((labels, value))
+    return [(dict(key), members) for key, members in sorted(groups.items())]
+
+
 EVALUATORS: dict[str, Evaluator] = {
     "vllm_running": _gauge("vllm:num_requests_running", "sum", ("pod",)),
     "vllm_waiting": _gauge("vllm:num_requests_waiting", "sum", ("pod",)),
@@ -214,6 +247,10 @@ EVALUATORS: dict[str, Evaluator] = {
     "istio_requests_by_code": _rate("istio_requests_total", ("response_code", "response_flags")),
     "nginx_requests_by_status": _rate("nginx_ingress_controller_requests", ("status",)),
     "knative_requests_by_code": _rate("revision_app_request_count", ("response_code",)),
+    "knative_queue_requests_by_code": _rate("revision_request_count", ("response_code", "response_code_class")),
+    "knative_activator_requests_by_code": _rate("activator_request_count", ("response_code", "response_code_class")),
+    "istio_outer_gateway_by_code": _outer_gateway,
+    "vllm_latency_buckets": _bucket_bounds,
 }
 
 
