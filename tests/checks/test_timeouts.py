@@ -20,7 +20,7 @@ from check_cases import apply_patch, codes, evidence_of, json_merge_patch, load_
 from nbhelpers.checks import timeouts
 from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.evidence.model import SiteConfig
-from nbhelpers.facts import timeout_layers, traffic
+from nbhelpers.facts import cold_starts, timeout_layers, traffic
 from nbhelpers.facts import timeout_path as chain
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.metrics import catalog
@@ -811,3 +811,20 @@ def test_a_first_token_on_its_top_bucket_proves_no_streaming() -> None:
     cut = chain.Cut504s(nginx=0.0, nginx_requests=1800.0)
     assert not chain.passed_streamed(nginx, observed, cut)
     assert "cannot be told" in chain.streaming_note(observed, [nginx], cut)
+
+
+def test_5xx_while_no_pod_is_ready_are_the_activators() -> None:
+    """Scale from zero: the app's counter only has the 200s of pods that were up, so the activator's 503s (no
+    capacity in time) were never read and the same requests were put down to Istio."""
+    evidence = _knative_evidence(
+        knative_requests_by_code=[_series([1.0] * 20 + [0.0] * 20, response_code="200")],
+        knative_activator_requests_by_code=[
+            _series([0.0] * 20 + [0.2] * 10 + [0.0] * 10, response_code="503", response_code_class="5xx")
+        ],
+        istio_requests_by_code=[
+            _series([0.0] * 20 + [0.2] * 10 + [0.0] * 10, response_code="503", response_flags="-"),
+        ],
+    )
+    start = END - STEP * 20
+    errors = cold_starts.errors_during(evidence, [(start, start + STEP * 10)])
+    assert errors is not None and errors[1] == "Knative's activator: 503 ≈30"
