@@ -61,6 +61,7 @@ SHIPPED = (
     "healthy-readiness-blip",
     "healthy-kv-cache-steady",
     "engine-batched-tokens",
+    "knative-revision-timeout-long-generations",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -71,6 +72,10 @@ HISTORY_SOURCES = {
 # Engine start errors (issue #14, family 6 of /work/shared/incidents): the public report each one is built on.
 ENGINE_ERROR_SOURCES = {
     "engine-batched-tokens": "https://github.com/verl-project/verl/pull/7626",
+}
+# Knative's layers (issue #15, item 1): the public report each one is built on.
+KNATIVE_LAYER_SOURCES = {
+    "knative-revision-timeout-long-generations": "https://github.com/knative/serving/issues/15352",
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 20.0  # 21 scenarios take about 7 s on an idle 2-core machine; room for a loaded one
@@ -1214,3 +1219,21 @@ def test_two_causes_each_leave_their_own_evidence(bundles: dict[str, dict[str, b
     queued = [t for t, v in series_values(files, "vllm_waiting") if v >= 1 and t > since]
     assert len(queued) >= 20 and all(running[t] < 32 and usage[t] >= 0.97 for t in queued)
     assert max(v for _, v in series_values(files, "vllm_preemptions_rate")) > 0
+
+
+@pytest.mark.parametrize("name", sorted(KNATIVE_LAYER_SOURCES))
+def test_knative_layer_scenarios_name_their_report(name: str) -> None:
+    assert load_spec(name).source == KNATIVE_LAYER_SOURCES[name]
+
+
+def test_revision_timeout_cuts_are_502_inside_and_504_outside_queue_proxy(bundles: dict[str, dict[str, bytes]]) -> None:
+    """knative/serving pkg/queue/sharedmain/handlers.go: the app's counter sits inside the timeout handler, the
+    revision's outside it; the same cut requests are 502 in the first and 504 in the second and at the gateway."""
+    files = bundles["knative-revision-timeout-long-generations"]
+
+    def codes(query_id: str) -> set[str]:
+        return {str(series["metric"]["response_code"]) for series in matrix(files, query_id)}  # type: ignore[index]
+
+    assert codes("knative_requests_by_code") == {"200", "502"}
+    assert codes("knative_queue_requests_by_code") == {"200", "504"}
+    assert codes("istio_requests_by_code") == {"200", "504"}

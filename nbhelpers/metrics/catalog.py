@@ -235,14 +235,15 @@ CATALOG: tuple[QuerySpec, ...] = (
         'destination_service_name="knative-local-gateway"}}[{rate}]))',
     ),
     # The bucket bounds vLLM exports: before vllm-project/vllm PR #15202 the e2e and queue-time histograms ended at
-    # 60 s and TTFT at 10 s, so a quantile at the top finite bound says "at least", not "exactly".
+    # 60 s and TTFT at 10 s, so a quantile at the top finite bound says "at least", not "exactly". Only the bounds
+    # from 10 s up are asked for (every version's top bound is among them): half the series of all bounds.
     _q(
         "vllm_latency_buckets",
         "info",
         "count by name, le",
-        "bucket bounds of vLLM's latency histograms",
+        "bucket bounds of vLLM's latency histograms, from 10 s up",
         'count by (__name__, le) ({{{sel}, __name__=~"vllm:(e2e_request_latency|request_queue_time|time_to_first_token)'
-        '_seconds_bucket"}})',
+        '_seconds_bucket", le=~"[1-9][0-9]+([.][0-9]+)?"}})',
     ),
 )
 

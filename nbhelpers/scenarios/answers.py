@@ -199,20 +199,17 @@ LATENCY_HISTOGRAMS = (
 )
 
 
+_BOUNDS_FROM_TEN = re.compile(r"[1-9][0-9]+([.][0-9]+)?")
+
+
 def _bucket_bounds(store: RawStore, at: float, _range: float) -> Vector:
-    """``vllm_latency_buckets``: how many series carry each (histogram, le), as ``count by (__name__, le)``."""
-    vector: Vector = []
+    """``vllm_latency_buckets``: how many series carry each (histogram, le) from 10 s up, as ``count by``."""
+    counts: dict[tuple[str, str], int] = {}
     for name in LATENCY_HISTOGRAMS:
-        named = [({**labels, "__name__": name}, value) for labels, value in store.instant(name, at)]
-        vector += [(labels, float(len(group))) for labels, group in _grouped(named, ("__name__", "le"))]
-    return vector
-
-
-def _grouped(vector: Vector, by: tuple[str, ...]) -> list[tuple[dict[str, str], Vector]]:
-    groups: dict[Labels, Vector] = {}
-    for labels, value in vector:
-        groups.setdefault(tuple((label, labels.get(label, "")) for label in by), []).append((labels, value))
-    return [(dict(key), members) for key, members in sorted(groups.items())]
+        for labels, _value in store.instant(name, at):
+            if _BOUNDS_FROM_TEN.fullmatch(labels["le"]):
+                counts[(name, labels["le"])] = counts.get((name, labels["le"]), 0) + 1
+    return [({"__name__": name, "le": le}, float(count)) for (name, le), count in sorted(counts.items())]
 
 
 EVALUATORS: dict[str, Evaluator] = {
