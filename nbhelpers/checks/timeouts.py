@@ -17,8 +17,12 @@ the default's value), see :mod:`nbhelpers.facts.timeout_path`:
 Two comparisons make findings: an outer layer that gives up before an inner one, and a layer whose timeout
 the window's long requests reach (vLLM's end-to-end p99; cold start is not measured yet). A default
 LB/ingress/gateway value is ``TIMEOUT_LB_DEFAULT``, anything else ``TIMEOUT_MISALIGNED``. 504s are
-attributed from ingress-nginx, Istio (response flag UT) and Knative counts and from a latency plateau at a
-layer's value. The severity follows what the window shows at that layer:
+attributed from ingress-nginx, Istio (response flag UT; in Serverless mode also the external gateway's answers
+towards knative-local-gateway, by request host when the series carry it) and Knative counts (queue-proxy outside
+its revision timeout and the activator, see :func:`nbhelpers.facts.traffic.knative_layers`) and from a latency
+plateau at a layer's value. A p99 on the top bucket of vLLM's histogram (60 s before vllm-project/vllm PR #15202)
+is only a lower bound: it blames no layer at or above it, makes no plateau, and a value derived from it is given
+as a floor (:mod:`nbhelpers.facts.latency_buckets`). The severity follows what the window shows at that layer:
 
 - critical only when measured 504s in the window are attributed to it: the summary says requests *are* cut;
 - information when the layer is an idle timeout that long requests are seen to pass, streamed (ingress-nginx
