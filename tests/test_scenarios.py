@@ -62,6 +62,7 @@ SHIPPED = (
     "healthy-kv-cache-steady",
     "engine-batched-tokens",
     "knative-revision-timeout-long-generations",
+    "old-vllm-histogram-cap-behind-nginx",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -73,9 +74,10 @@ HISTORY_SOURCES = {
 ENGINE_ERROR_SOURCES = {
     "engine-batched-tokens": "https://github.com/verl-project/verl/pull/7626",
 }
-# Knative's layers (issue #15, item 1): the public report each one is built on.
+# Knative's layers and vLLM's histogram cap (issue #15, items 1 and 2): the public report each one is built on.
 KNATIVE_LAYER_SOURCES = {
     "knative-revision-timeout-long-generations": "https://github.com/knative/serving/issues/15352",
+    "old-vllm-histogram-cap-behind-nginx": "https://github.com/vllm-project/vllm/issues/15167",
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 20.0  # 21 scenarios take about 7 s on an idle 2-core machine; room for a loaded one
@@ -1237,3 +1239,17 @@ def test_revision_timeout_cuts_are_502_inside_and_504_outside_queue_proxy(bundle
     assert codes("knative_requests_by_code") == {"200", "502"}
     assert codes("knative_queue_requests_by_code") == {"200", "504"}
     assert codes("istio_requests_by_code") == {"200", "504"}
+
+
+def test_old_vllm_histograms_end_at_60_s_and_streams_pass_nginx(bundles: dict[str, dict[str, bytes]]) -> None:
+    """vLLM before PR #15202 (vllm-project/vllm#15167): the e2e buckets end at 60 s, so the p99 of longer requests
+    reads exactly 60; the streams pass nginx's 60 s idle timeout, which counts only 200s."""
+    files = bundles["old-vllm-histogram-cap-behind-nginx"]
+    bounds = {
+        float(str(series["metric"]["le"]))  # type: ignore[index]
+        for series in matrix(files, "vllm_latency_buckets")
+        if series["metric"]["__name__"] == "vllm:e2e_request_latency_seconds_bucket"  # type: ignore[index]
+    }
+    assert max(bounds) == 60.0
+    assert {value for _, value in series_values(files, "vllm_e2e_p99") if not math.isnan(value)} == {60.0}
+    assert {series["metric"]["status"] for series in matrix(files, "nginx_requests_by_status")} == {"200"}  # type: ignore[index]

@@ -134,6 +134,10 @@ ITL_BUCKETS = (
     40.0,
     80.0,
 )
+# Before vllm-project/vllm PR #15202 (issue #15167) the e2e and queue-time buckets stopped at 60 s and TTFT at 10 s.
+SHORT_BUCKETS_BEFORE = (0, 8, 3)
+SHORT_TTFT_BUCKETS = tuple(bound for bound in TTFT_BUCKETS if bound <= 10.0)
+SHORT_REQUEST_LATENCY_BUCKETS = tuple(bound for bound in REQUEST_LATENCY_BUCKETS if bound <= 60.0)
 HISTOGRAMS = {
     "vllm:time_to_first_token_seconds": TTFT_BUCKETS,
     "vllm:e2e_request_latency_seconds": REQUEST_LATENCY_BUCKETS,
@@ -197,6 +201,19 @@ class _PodEngine:
     revision_cut: int = 0  # requests queue-proxy cut at the revision timeout (Serverless)
 
 
+def histogram_bounds(vllm_version: str) -> dict[str, tuple[float, ...]]:
+    """vLLM's histogram bounds for its version: the short ones of the releases before PR #15202."""
+    numbers = tuple(int(part) for part in vllm_version.split(".")[:3] if part.isdigit())
+    if not numbers or numbers >= SHORT_BUCKETS_BEFORE:
+        return dict(HISTOGRAMS)
+    short = {
+        "vllm:time_to_first_token_seconds": SHORT_TTFT_BUCKETS,
+        "vllm:e2e_request_latency_seconds": SHORT_REQUEST_LATENCY_BUCKETS,
+        "vllm:request_queue_time_seconds": SHORT_REQUEST_LATENCY_BUCKETS,
+    }
+    return {**HISTOGRAMS, **short}
+
+
 def poisson(rng: random.Random, mean: float) -> int:
     """A Poisson draw (normal approximation above 50, where the difference does not show)."""
     if mean <= 0:
@@ -230,8 +247,9 @@ class _Simulator:
         self.prompt_shift = long_contexts(plan.spec)
         self.ceiling = self.ceiling_now()
         self.scraped = plan.listen_port == plan.spec.isvc.container_port
+        histograms = histogram_bounds(plan.spec.isvc.vllm_version)
         self.engines = {
-            pod.name: _PodEngine(pod, {name: _Histogram(bounds) for name, bounds in HISTOGRAMS.items()})
+            pod.name: _PodEngine(pod, {name: _Histogram(bounds) for name, bounds in histograms.items()})
             for pod in plan.pods
         }
         self.samples: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[float, float]]] = {}
@@ -379,7 +397,7 @@ class _Simulator:
             step = self.itl(running) * rng.lognormvariate(0, 0.1)
             first = queued + prompt / PREFILL_TOKENS_PER_SECOND * (1 + running / max(1, self.ceiling)) + step
             engine.histograms["vllm:time_to_first_token_seconds"].observe(first)
-            limit = self.cut_limit()
+            limit = self.cut_limit(first)
             if limit is not None and first + (output - 1) * step > limit:
                 # nginx (idle) or queue-proxy (the revision timeout) answers 504 and closes the connection;
                 # vLLM's API server aborts the request, which never finishes: no success, no end-to-end or queue
@@ -408,9 +426,13 @@ class _Simulator:
         engine.generation += generated_total
         return prompt_total, generated_total
 
-    def cut_limit(self) -> float | None:
-        """The first timeout a silent (non-streamed) request meets: nginx's idle or Knative's revision timeout."""
-        limits = [float(t) for t in (self.nginx_timeout, self.revision_timeout) if t is not None]
+    def cut_limit(self, first_token: float) -> float | None:
+        """The first timeout a request meets: nginx's idle timeout (for a stream, only while its first token is
+        not out: the tokens keep the connection busy after it) or Knative's revision timeout (cuts both)."""
+        idle = self.nginx_timeout
+        if idle is not None and self.traffic.streamed and first_token <= idle:
+            idle = None
+        limits = [float(t) for t in (idle, self.revision_timeout) if t is not None]
         return min(limits) if limits else None
 
     def target_labels(self, pod: PodPlan) -> dict[str, str]:
