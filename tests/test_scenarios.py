@@ -22,6 +22,7 @@ from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Evidence, Target
 from nbhelpers.findings.model import Finding, rank_root_causes
 from nbhelpers.metrics import catalog
+from nbhelpers.metrics.openmetrics import SampleFamily, Series
 from nbhelpers.scenarios import (
     DEFAULT_SCENARIO,
     ScenarioError,
@@ -30,7 +31,7 @@ from nbhelpers.scenarios import (
     load_spec,
     scenario_bundle,
 )
-from nbhelpers.scenarios.answers import EVALUATORS, extrapolated_rate, histogram_quantile
+from nbhelpers.scenarios.answers import EVALUATORS, RawStore, answer, extrapolated_rate, histogram_quantile
 from nbhelpers.scenarios.generator import RAW_METRICS_FILE, SPEC_FILE
 from nbhelpers.scenarios.spec import ScenarioSpec, parse_spec
 from nbhelpers.scenarios.validator import validate_bundle
@@ -1253,3 +1254,27 @@ def test_old_vllm_histograms_end_at_60_s_and_streams_pass_nginx(bundles: dict[st
     assert max(bounds) == 60.0
     assert {value for _, value in series_values(files, "vllm_e2e_p99") if not math.isnan(value)} == {60.0}
     assert {series["metric"]["status"] for series in matrix(files, "nginx_requests_by_status")} == {"200"}  # type: ignore[index]
+
+
+def test_the_outer_gateway_answer_keeps_only_requests_to_knative_local_gateway() -> None:
+    """``istio_outer_gateway_by_code`` as Prometheus answers it: the external gateway's series towards
+    knative-local-gateway by code, flags and host; the sidecars' view of the revision stays out."""
+    counter = tuple((1000.0 + 15 * i, 3.0 * i) for i in range(20))
+    base = {"reporter": "source", "response_code": "504", "response_flags": "UT"}
+    store = RawStore(
+        [
+            SampleFamily(
+                "istio_requests",
+                "counter",
+                (
+                    Series(
+                        {**base, "destination_service_name": "knative-local-gateway", "request_host": "a.b"}, counter
+                    ),
+                    Series({**base, "destination_service_name": "svc-predictor-00001"}, counter),
+                ),
+            )
+        ]
+    )
+    (series,) = answer(store, "istio_outer_gateway_by_code", 1150.0, 1250.0, 15)
+    assert series.labels == {"response_code": "504", "response_flags": "UT", "request_host": "a.b"}
+    assert all(value == pytest.approx(0.2) for _, value in series.samples)

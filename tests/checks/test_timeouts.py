@@ -772,6 +772,12 @@ def test_the_cap_is_known_from_the_version_when_the_bounds_were_not_read() -> No
     assert serious(_run(objects, _p99_on_60(bounds=None))) == []
 
 
+def test_no_cap_is_assumed_from_a_version_with_the_longer_buckets() -> None:
+    objects = _with_vllm_image(load_case(RAW, "checks/TIMEOUT_LB_DEFAULT/raw_nginx_default.yaml"), "v0.9.2")
+    finding = only(_run(objects, _p99_on_60(bounds=None)), "TIMEOUT_LB_DEFAULT")
+    assert "attribution: the p99 latency flattens at 60 s, this layer's value" in finding.evidence
+
+
 def test_a_p99_flat_at_60_s_with_longer_buckets_is_still_the_timeout() -> None:
     """No false negative: with PR #15202's buckets (to 7680 s) a p99 stuck at 60 s is the 60 s layer's doing."""
     objects = load_case(RAW, "checks/TIMEOUT_LB_DEFAULT/raw_nginx_default.yaml")
