@@ -211,6 +211,24 @@ KNATIVE_PER_SECOND = {  # per pod: (200, 503)
     HOT_POD: {"200": Phased(4, 3, 4), "503": Phased(0, 1, 0)},
     SECOND_POD: {"200": Phased(3, 2, 3), "503": Phased(0, 1, 0)},
 }
+# Knative's outer layers (knative/serving pkg/queue/sharedmain/handlers.go): queue-proxy's revision_request_count,
+# outside the revision timeout, counts the cut requests as 504 (the app-side counter above saw 502 for them); the
+# activator answers 503 when no capacity comes in time. Per second, by response code.
+KNATIVE_QUEUE_PER_SECOND = {
+    HOT_POD: {"200": Phased(4, 3, 4), "504": Phased(0, 0.5, 0)},
+    SECOND_POD: {"200": Phased(3, 2, 3)},
+}
+ACTIVATOR_POD = "activator-7c8d9f6b5-w4x7z"
+ACTIVATOR_PER_SECOND = {"200": Phased(1, 1, 1), "503": Phased(0, 0.25, 0)}
+ACTIVATOR_EMBEDDER_503_PER_SECOND = 3.0
+# The external gateway's requests to knative-local-gateway (Serverless), by (code, flags, request_host): the
+# Telemetry override that adds request_host is in place here.
+SERVICE_HOST = f"{ISVC}.{NAMESPACE}.example.com"
+OUTER_GATEWAY_PER_SECOND = {
+    ("200", "-", SERVICE_HOST): Phased(7, 5, 7),
+    ("503", "UH", SERVICE_HOST): Phased(0, 1, 0),
+    ("200", "-", "embedder.llm.example.com"): Phased(2, 2, 2),
+}
 HPA_NAME = REVISION
 HPA_CURRENT = Phased(2, 2, 2)
 HPA_DESIRED = Phased(2, 4, 2)
@@ -528,10 +546,54 @@ def _edge_families() -> list[Family]:
         for pod, by_code in KNATIVE_PER_SECOND.items()
         for code, rate in by_code.items()
     ]
+    queue = [
+        Series(
+            {**knative_base, "pod_name": pod, "response_code": code, "response_code_class": f"{code[0]}xx"},
+            _counter(rate.at),
+        )
+        for pod, by_code in KNATIVE_QUEUE_PER_SECOND.items()
+        for code, rate in by_code.items()
+    ]
+    activator_base = {**knative_base, "pod_name": ACTIVATOR_POD, "container_name": "activator"}
+    activator = [
+        Series({**activator_base, "response_code": code, "response_code_class": f"{code[0]}xx"}, _counter(rate.at))
+        for code, rate in ACTIVATOR_PER_SECOND.items()
+    ]
+    activator.append(
+        Series(
+            {
+                **activator_base,
+                "configuration_name": "embedder-predictor",
+                "revision_name": "embedder-predictor-00001",
+                "response_code": "503",
+                "response_code_class": "5xx",
+            },
+            _counter(lambda _m: ACTIVATOR_EMBEDDER_503_PER_SECOND),
+        )
+    )
+    outer_base = {
+        "reporter": "source",
+        "source_workload": "istio-ingressgateway",
+        "source_workload_namespace": "istio-system",
+        "destination_service": "knative-local-gateway.istio-system.svc.cluster.local",
+        "destination_service_name": "knative-local-gateway",
+        "destination_service_namespace": "istio-system",
+        "destination_workload": "knative-local-gateway",
+        "request_protocol": "http",
+    }
+    istio += [
+        Series(
+            {**outer_base, "response_code": code, "response_flags": flags, "request_host": host},
+            _counter(rate.at, since=DATA_START if code == "200" else INCIDENT_START),
+        )
+        for (code, flags, host), rate in OUTER_GATEWAY_PER_SECOND.items()
+    ]
     return [
         SampleFamily("istio_requests", "counter", tuple(istio)),
         SampleFamily("nginx_ingress_controller_requests", "unknown", tuple(nginx)),
         SampleFamily("revision_app_request_count", "unknown", tuple(knative)),
+        SampleFamily("revision_request_count", "unknown", tuple(queue)),
+        SampleFamily("activator_request_count", "unknown", tuple(activator)),
     ]
 
 

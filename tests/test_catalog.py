@@ -48,6 +48,7 @@ DESIGN_METRIC_NAMES = (
     "istio_requests_total",
     "nginx_ingress_controller_requests",
     "revision_app_request_count",
+    "revision_request_count",
     "activator_request_count",
 )
 
@@ -83,6 +84,8 @@ def test_templates_render_for_the_predictor(item: tuple[catalog.QuerySpec, int])
         assert "{" + SELECTOR in promql
     elif "{dcgm_sel}" in template:
         assert "{" + DCGM_SELECTOR + "}" in promql
+    elif "knative-local-gateway" in promql:  # the outer gateway's view names only the shared local gateway
+        assert 'destination_service_name="knative-local-gateway"' in promql, promql
     else:  # autoscaler, deployment and edge series are selected by the service's own names
         assert '="llm"' in promql and re.search(r'=~?"vllm-llm(-predictor)?(\.\*)?"', promql), promql
     if "histogram_quantile" in promql:

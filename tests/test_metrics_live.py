@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from promharness import (
+    ACTIVATOR_PER_SECOND,
     CALM_AT,
     E2E,
     GENERATION_TOKENS_PER_REQUEST,
@@ -33,6 +34,7 @@ from promharness import (
     ISVC,
     ITL,
     KNATIVE_PER_SECOND,
+    KNATIVE_QUEUE_PER_SECOND,
     NAMESPACE,
     NGINX_PER_SECOND,
     NOT_READY_AT,
@@ -40,12 +42,14 @@ from promharness import (
     OLD_ISVC,
     OLD_POD,
     OLD_POD_PROFILE,
+    OUTER_GATEWAY_PER_SECOND,
     PODS,
     PROMPT_TOKENS_PER_REQUEST,
     QUEUE,
     RECOVERY_AT,
     RESTART_AT,
     SECOND_POD,
+    SERVICE_HOST,
     TTFT,
     WINDOW,
     HistogramTable,
@@ -275,6 +279,35 @@ def expect_knative(data: MetricData) -> None:
         assert value_at(series[code], INCIDENT_AT) == approx(expected)
 
 
+def expect_knative_queue(data: MetricData) -> None:
+    series = keyed(data, "response_code", "response_code_class")
+    assert set(series) == {("200", "2xx"), ("504", "5xx")}
+    assert value_at(series[("504", "5xx")], INCIDENT_AT) == approx(KNATIVE_QUEUE_PER_SECOND[HOT_POD]["504"].incident)
+    expected = sum(by_code["200"].calm for by_code in KNATIVE_QUEUE_PER_SECOND.values())
+    assert value_at(series[("200", "2xx")], CALM_AT) == approx(expected)
+
+
+def expect_activator(data: MetricData) -> None:
+    series = keyed(data, "response_code")  # the embedder's 503s at the same activator stay out
+    assert set(series) == {("200",), ("503",)}
+    assert value_at(series[("503",)], INCIDENT_AT) == approx(ACTIVATOR_PER_SECOND["503"].incident)
+
+
+def expect_outer_gateway(data: MetricData) -> None:
+    series = keyed(data, "response_code", "response_flags", "request_host")
+    assert set(series) == set(OUTER_GATEWAY_PER_SECOND)  # the sidecars' view of the revision stays out
+    unhealthy = series[("503", "UH", SERVICE_HOST)]
+    assert value_at(unhealthy, INCIDENT_AT) == approx(OUTER_GATEWAY_PER_SECOND[("503", "UH", SERVICE_HOST)].incident)
+
+
+def expect_bucket_bounds(data: MetricData) -> None:
+    bounds: dict[str, set[float]] = {}
+    for series in data.series:
+        bounds.setdefault(series.labels["__name__"], set()).add(float(series.labels["le"]))
+    # Only the bounds from 10 s up are asked for: every version's top bound is among them.
+    assert bounds == {f"{table.name}_bucket": {b for b in table.bounds if b >= 10} for table in (E2E, QUEUE, TTFT)}
+
+
 EXPECTATIONS: dict[str, Callable[[MetricData], None]] = {
     "vllm_running": expect_running,
     "vllm_waiting": expect_waiting,
@@ -301,6 +334,10 @@ EXPECTATIONS: dict[str, Callable[[MetricData], None]] = {
     "istio_requests_by_code": expect_istio,
     "nginx_requests_by_status": expect_nginx,
     "knative_requests_by_code": expect_knative,
+    "knative_queue_requests_by_code": expect_knative_queue,
+    "knative_activator_requests_by_code": expect_activator,
+    "istio_outer_gateway_by_code": expect_outer_gateway,
+    "vllm_latency_buckets": expect_bucket_bounds,
 }
 # DCGM series in this data carry the workload only in exported_* labels.
 # DCGM exports only exported_pod here; Istio reports from the pods' sidecars only (no gateway series).

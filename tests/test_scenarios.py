@@ -24,6 +24,7 @@ from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Evidence, Target
 from nbhelpers.findings.model import Finding, rank_root_causes
 from nbhelpers.metrics import catalog
+from nbhelpers.metrics.openmetrics import SampleFamily, Series
 from nbhelpers.scenarios import (
     DEFAULT_SCENARIO,
     ScenarioError,
@@ -32,7 +33,7 @@ from nbhelpers.scenarios import (
     load_spec,
     scenario_bundle,
 )
-from nbhelpers.scenarios.answers import EVALUATORS, RawStore, extrapolated_rate, histogram_quantile
+from nbhelpers.scenarios.answers import EVALUATORS, RawStore, answer, extrapolated_rate, histogram_quantile
 from nbhelpers.scenarios.generator import RAW_METRICS_FILE, SPEC_FILE, ScenarioMetrics
 from nbhelpers.scenarios.spec import ScenarioSpec, parse_spec
 from nbhelpers.scenarios.validator import validate_bundle
@@ -69,6 +70,8 @@ SHIPPED = (
     "container-cache-permission-denied",
     "hf-token-secret-missing",
     "engine-gated-model-403",
+    "knative-revision-timeout-long-generations",
+    "old-vllm-histogram-cap-behind-nginx",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -91,6 +94,11 @@ FALLBACK_SOURCES = {
 # A serving container the kubelet cannot create (CreateContainerConfigError), from a public report.
 CONFIG_ERROR_SOURCES = {
     "hf-token-secret-missing": "https://github.com/gyliu513/langX101/pull/390",
+}
+# Knative's layers and vLLM's histogram cap (issue #15, items 1 and 2): the public report each one is built on.
+KNATIVE_LAYER_SOURCES = {
+    "knative-revision-timeout-long-generations": "https://github.com/knative/serving/issues/15352",
+    "old-vllm-histogram-cap-behind-nginx": "https://github.com/vllm-project/vllm/issues/15167",
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 20.0  # 21 scenarios take about 7 s on an idle 2-core machine; room for a loaded one
@@ -1260,3 +1268,59 @@ def test_queries_outside_the_catalog_are_not_answered() -> None:
     with pytest.raises(ReadFailed) as failed:
         metrics.query_range("keda-trigger.x.0", "sum(vllm:num_requests_waiting)", moment, moment, 15)
     assert failed.value.status == "missing"
+
+
+@pytest.mark.parametrize("name", sorted(KNATIVE_LAYER_SOURCES))
+def test_knative_layer_scenarios_name_their_report(name: str) -> None:
+    assert load_spec(name).source == KNATIVE_LAYER_SOURCES[name]
+
+
+def test_revision_timeout_cuts_are_502_inside_and_504_outside_queue_proxy(bundles: dict[str, dict[str, bytes]]) -> None:
+    """knative/serving pkg/queue/sharedmain/handlers.go: the app's counter sits inside the timeout handler, the
+    revision's outside it; the same cut requests are 502 in the first and 504 in the second and at the gateway."""
+    files = bundles["knative-revision-timeout-long-generations"]
+
+    def codes(query_id: str) -> set[str]:
+        return {str(series["metric"]["response_code"]) for series in matrix(files, query_id)}  # type: ignore[index]
+
+    assert codes("knative_requests_by_code") == {"200", "502"}
+    assert codes("knative_queue_requests_by_code") == {"200", "504"}
+    assert codes("istio_requests_by_code") == {"200", "504"}
+
+
+def test_old_vllm_histograms_end_at_60_s_and_streams_pass_nginx(bundles: dict[str, dict[str, bytes]]) -> None:
+    """vLLM before PR #15202 (vllm-project/vllm#15167): the e2e buckets end at 60 s, so the p99 of longer requests
+    reads exactly 60; the streams pass nginx's 60 s idle timeout, which counts only 200s."""
+    files = bundles["old-vllm-histogram-cap-behind-nginx"]
+    bounds = {
+        float(str(series["metric"]["le"]))  # type: ignore[index]
+        for series in matrix(files, "vllm_latency_buckets")
+        if series["metric"]["__name__"] == "vllm:e2e_request_latency_seconds_bucket"  # type: ignore[index]
+    }
+    assert max(bounds) == 60.0
+    assert {value for _, value in series_values(files, "vllm_e2e_p99") if not math.isnan(value)} == {60.0}
+    assert {series["metric"]["status"] for series in matrix(files, "nginx_requests_by_status")} == {"200"}  # type: ignore[index]
+
+
+def test_the_outer_gateway_answer_keeps_only_requests_to_knative_local_gateway() -> None:
+    """``istio_outer_gateway_by_code`` as Prometheus answers it: the external gateway's series towards
+    knative-local-gateway by code, flags and host; the sidecars' view of the revision stays out."""
+    counter = tuple((1000.0 + 15 * i, 3.0 * i) for i in range(20))
+    base = {"reporter": "source", "response_code": "504", "response_flags": "UT"}
+    store = RawStore(
+        [
+            SampleFamily(
+                "istio_requests",
+                "counter",
+                (
+                    Series(
+                        {**base, "destination_service_name": "knative-local-gateway", "request_host": "a.b"}, counter
+                    ),
+                    Series({**base, "destination_service_name": "svc-predictor-00001"}, counter),
+                ),
+            )
+        ]
+    )
+    (series,) = answer(store, "istio_outer_gateway_by_code", 1150.0, 1250.0, 15)
+    assert series.labels == {"response_code": "504", "response_flags": "UT", "request_host": "a.b"}
+    assert all(value == pytest.approx(0.2) for _, value in series.samples)

@@ -17,8 +17,12 @@ the default's value), see :mod:`nbhelpers.facts.timeout_path`:
 Two comparisons make findings: an outer layer that gives up before an inner one, and a layer whose timeout
 the window's long requests reach (vLLM's end-to-end p99; cold start is not measured yet). A default
 LB/ingress/gateway value is ``TIMEOUT_LB_DEFAULT``, anything else ``TIMEOUT_MISALIGNED``. 504s are
-attributed from ingress-nginx, Istio (response flag UT) and Knative counts and from a latency plateau at a
-layer's value. The severity follows what the window shows at that layer:
+attributed from ingress-nginx, Istio (response flag UT; in Serverless mode also the external gateway's answers
+towards knative-local-gateway, by request host when the series carry it) and Knative counts (queue-proxy outside
+its revision timeout and the activator, see :func:`nbhelpers.facts.traffic.knative_layers`) and from a latency
+plateau at a layer's value. A p99 on the top bucket of vLLM's histogram (60 s before vllm-project/vllm PR #15202)
+is only a lower bound: it blames no layer at or above it, makes no plateau, and a value derived from it is given
+as a floor (:mod:`nbhelpers.facts.latency_buckets`). The severity follows what the window shows at that layer:
 
 - critical only when measured 504s in the window are attributed to it: the summary says requests *are* cut;
 - information when the layer is an idle timeout that long requests are seen to pass, streamed (ingress-nginx
@@ -31,13 +35,14 @@ layer's value. The severity follows what the window shows at that layer:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nbhelpers.errors import EvidenceMissing
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import common
+from nbhelpers.facts import common, latency_buckets, traffic
 from nbhelpers.facts import timeout_path as chain
 from nbhelpers.facts.timeout_layers import (
     ALB_ATTRIBUTES,
@@ -74,16 +79,36 @@ def run(evidence: Evidence) -> list[Finding]:
     if not any(layer.finite for layer in path.layers):
         return []
     p99 = evidence.metrics.get("vllm_e2e_p99")
-    observed = chain.Observed(
+    e2e, queue, ttft = (
         _peak(p99),
         _peak(evidence.metrics.get("vllm_queue_time_p95")),
         _peak(evidence.metrics.get("vllm_ttft_p95")),
+    )
+    observed = chain.Observed(
+        e2e,
+        queue,
+        ttft,
         cold_start=None,  # the cold_start step does not measure it yet: the budget is the latency alone
+        e2e_top=_on_top(evidence, latency_buckets.E2E, e2e),
+        queue_top=_on_top(evidence, latency_buckets.QUEUE, queue),
+        ttft_top=_on_top(evidence, latency_buckets.TTFT, ttft),
     )
     cut = _cut_504s(evidence)
     plateau = chain.plateau_at(_values(p99), path.layers)
-    judge = TimeoutJudge(evidence, path, observed, cut, plateau, _latency_note(p99))
+    if plateau is not None and observed.e2e_top is not None and _near(plateau, observed.e2e_top):
+        plateau = None  # the p99 flattens at the end of vLLM's histogram, not at this layer's timeout
+    judge = TimeoutJudge(evidence, path, observed, cut, plateau, _latency_note(p99, observed))
     return [finding for item in path.placed if (finding := judge.finding(item)) is not None]
+
+
+def _on_top(evidence: Evidence, histogram: str, peak: float | None) -> float | None:
+    """The histogram's top finite bucket when the window's peak quantile sits on it, else None."""
+    top = latency_buckets.top_bucket(evidence, histogram)
+    return top.seconds if top is not None and top.holds(peak) else None
+
+
+def _near(layer: Layer, seconds: float) -> bool:
+    return layer.seconds is not None and abs(layer.seconds - seconds) <= chain.PLATEAU_TOLERANCE * layer.seconds
 
 
 def _require_routing_reads(evidence: Evidence) -> None:
@@ -105,7 +130,14 @@ def _peak(data: MetricData | None) -> float | None:
     return max(values) if values else None
 
 
-def _latency_note(data: MetricData | None) -> str | None:
+def _latency_note(data: MetricData | None, observed: chain.Observed) -> str | None:
+    if observed.e2e_top is not None:
+        return (
+            f"end-to-end latency (vllm_e2e_p99): its peak is {chain.format_seconds(observed.e2e_top)}, the top bucket "
+            "of vLLM's e2e histogram (before vllm-project/vllm PR #15202 the buckets end at 60 s): requests took at "
+            "least that long, how much longer is unknown. A flat p99 there is the histogram's end, not a timeout, "
+            "and no timeout is derived from it"
+        )
     if data is not None and data.status == "ok" and _values(data):
         return None
     status = "no Prometheus data" if data is None else data.status
@@ -135,13 +167,29 @@ def _flags(labels: Mapping[str, str]) -> set[str]:
 def _cut_504s(evidence: Evidence) -> chain.Cut504s:
     istio = evidence.metrics.get("istio_requests_by_code")
     nginx = evidence.metrics.get("nginx_requests_by_status")
+    layers = traffic.knative_layers(evidence)
+    outer = _outer_gateway(evidence)
     return chain.Cut504s(
         nginx=_count(nginx, "status", lambda _: True),
         nginx_requests=_count(nginx, "status", lambda _: True, code=None),
         istio_upstream_timeout=_count(istio, "response_code", lambda labels: "UT" in _flags(labels)),
         istio_passed_through=_count(istio, "response_code", lambda labels: "UT" not in _flags(labels)),
-        knative=_count(evidence.metrics.get("knative_requests_by_code"), "response_code", lambda _: True),
+        # Knative's cut requests are 504 outside its timeout handlers (queue-proxy's revision_request_count, the
+        # activator) and 502 inside (revision_app_request_count): read the outer counters when they were read.
+        knative=layers.timeouts
+        if layers is not None
+        else _count(evidence.metrics.get("knative_requests_by_code"), "response_code", lambda _: True),
+        outer_gateway_timeouts=outer.timeouts if outer is not None else None,
+        outer_by_host=outer is not None and outer.by_host,
     )
+
+
+def _outer_gateway(evidence: Evidence) -> traffic.OuterGateway | None:
+    """Serverless only: the external gateway's answers towards knative-local-gateway."""
+    if common.effective_mode(evidence) != common.SERVERLESS:
+        return None
+    url = str(kube.status(evidence.isvc).get("url") or "")
+    return traffic.outer_gateway(evidence, url.partition("://")[2].split("/")[0].split(":")[0].lower())
 
 
 def _describe_cut(cut: chain.Cut504s) -> str:
@@ -153,6 +201,13 @@ def _describe_cut(cut: chain.Cut504s) -> str:
         f"Istio passed through {show(cut.istio_passed_through)}; Knative {show(cut.knative)}; cloud load balancers "
         "and Envoy Gateway: not in Prometheus"
     )
+
+
+def _layer_lines(evidence: Evidence) -> list[str]:
+    """Knative's 5xx by layer and the external gateway's, when those counters were read."""
+    layers = traffic.knative_layers(evidence)
+    outer = _outer_gateway(evidence)
+    return [item.describe() for item in (layers, outer) if item is not None]
 
 
 # --- findings -------------------------------------------------------------------------------------
@@ -184,6 +239,9 @@ class TimeoutJudge:
             return None
         inner = chain.undercut(layer, self.layers)
         slow = chain.cuts_latency(layer, self.observed)
+        if not slow and self.observed.e2e_top is not None:
+            # The p99 only says "at least the top bucket": 504s counted at this layer still show the cut.
+            slow = chain.attribute(layer, self.cut, None).measured
         if not inner and not slow:
             return None
         lb_default = layer.is_default and layer.role in chain.EDGE_ROLES
@@ -201,6 +259,8 @@ class TimeoutJudge:
         target = chain.recommended_seconds(layer, self.layers, self.observed, self._ceiling(layer), cutting)
         summary = self._summary(layer, inner, slow, attribution, severity, streamed)
         fix = self._fix(item, target)
+        if slow and self.observed.e2e_top is not None:
+            fix = dataclasses.replace(fix, what=fix.what + " " + self._floor_only(target))
         objects = [kube.ref(self.evidence.isvc), *(ref for ref in [layer.obj, *(i.obj for i in inner)] if ref)]
         return Finding(
             code=code,
@@ -211,6 +271,22 @@ class TimeoutJudge:
             fix=fix,
             severity=severity,
         )
+
+    def _floor_only(self, target: int) -> str:
+        """Why a value derived from a p99 on the histogram's top bucket is only a floor."""
+        top = chain.format_seconds(self.observed.e2e_top or 0)
+        return (
+            f"vLLM's e2e histogram ends at {top} here, so {target} s only clears the latency the window can show: "
+            "the long requests may take longer. Measure them first (client-side timings, or a vLLM whose buckets "
+            "reach further: vllm-project/vllm PR #15202) and set the timeout from that."
+        )
+
+    def _long_requests(self) -> str:
+        """The window's long-request latency, as a lower bound when the p99 is the histogram's top bucket."""
+        assert self.observed.budget is not None
+        if self.observed.e2e_top is not None:
+            return f"at least {chain.format_seconds(self.observed.e2e_top)}"
+        return chain.format_seconds(round(self.observed.budget, 1))
 
     def _ceiling(self, layer: Layer) -> float | None:
         return max_revision_timeout(self.evidence) if layer.role == "knative" else None
@@ -226,11 +302,7 @@ class TimeoutJudge:
                 "non-streamed ones would be cut"
             )
         if slow:
-            assert self.observed.budget is not None
-            return (
-                f"{layer.name} {value}{default} is below the long requests "
-                f"({chain.format_seconds(round(self.observed.budget, 1))} p99)"
-            )
+            return f"{layer.name} {value}{default} is below the long requests ({self._long_requests()} p99)"
         longest = max(inner, key=lambda other: other.seconds or 0.0)
         return (
             f"{layer.name} {value}{default} gives up before {longest.name} {chain.format_seconds(longest.seconds or 0)}"
@@ -253,7 +325,13 @@ class TimeoutJudge:
             else f"set to {value} ({layer.source})"
         )
         parts = [f"The {layer.name}{where} is {setting}."]
-        if slow:
+        if slow and self.observed.e2e_top is not None:
+            parts.append(
+                f"The window's long requests take {self._long_requests()}: vLLM's end-to-end p99 sits on the top "
+                "bucket of its histogram, so the latency above it is unknown"
+                + self._consequence(layer, attribution, streamed)
+            )
+        elif slow:
             assert self.observed.budget is not None and self.observed.e2e_p99 is not None
             parts.append(
                 f"The window's long requests take {chain.format_seconds(round(self.observed.budget, 1))} "
@@ -273,6 +351,12 @@ class TimeoutJudge:
             assert attribution is not None
             parts.append(
                 f"Raised to critical: ≈{attribution.count:.0f} 504s in the window are attributed to this layer."
+            )
+        elif severity is Severity.INFO and not streamed and self.observed.e2e_top is not None:
+            parts.append(
+                f"vLLM's end-to-end p99 sits on the top bucket of its histogram "
+                f"({chain.format_seconds(self.observed.e2e_top)}), so whether long requests reach this layer is "
+                "unknown; none of its 504s is counted, so this is reported for information only."
             )
         elif severity is Severity.INFO and not streamed:
             parts.append("No request in the window came near it, so this is reported for information only.")
@@ -332,6 +416,7 @@ class TimeoutJudge:
         if self.latency_note:
             lines.append(self.latency_note)
         lines.append(_describe_cut(self.cut))
+        lines += _layer_lines(self.evidence)
         if attribution is not None:
             lines += [f"attribution: {reason}" for reason in attribution.reasons]
         lines.append(chain.streaming_note(self.observed, self.layers, self.cut))

@@ -383,6 +383,9 @@ def clock_text(moment: float) -> str:
 
 # (query id, label holding the status code, where the answers were counted)
 _ERROR_SOURCES = (
+    # While no pod is ready the activator answers (503 when no capacity comes in time, 504 at the revision
+    # timeout): its own counter, written outside its timeout handler (knative/serving cmd/activator/main.go).
+    ("knative_activator_requests_by_code", "response_code", "Knative's activator"),
     ("knative_requests_by_code", "response_code", "Knative (activator / queue-proxy)"),
     ("istio_requests_by_code", "response_code", "Istio"),
     ("nginx_requests_by_status", "status", "ingress-nginx"),

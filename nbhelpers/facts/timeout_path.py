@@ -121,6 +121,16 @@ class Observed:
     queue_p95: float | None = None
     ttft_p95: float | None = None
     cold_start: float | None = None
+    # The top finite bucket of vLLM's histogram when the quantile sits on it (older vLLM: 60 s for e2e and
+    # queue time, 10 s for TTFT, see nbhelpers.facts.latency_buckets): the value is then only a lower bound.
+    e2e_top: float | None = None
+    queue_top: float | None = None
+    ttft_top: float | None = None
+
+    @property
+    def capped(self) -> bool:
+        """Whether the end-to-end p99 is the end of vLLM's histogram, not a measured latency."""
+        return self.e2e_top is not None
 
     @property
     def budget(self) -> float | None:
@@ -130,9 +140,9 @@ class Observed:
         return self.e2e_p99 + (self.cold_start or 0.0)
 
     def describe(self) -> str:
-        parts = [f"end-to-end p99 {describe_seconds(self.e2e_p99)}"]
-        parts.append(f"queue time p95 {describe_seconds(self.queue_p95)} (part of the end-to-end time)")
-        parts.append(f"time to first token p95 {describe_seconds(self.ttft_p95)}")
+        parts = [f"end-to-end p99 {_bounded(self.e2e_p99, self.e2e_top)}"]
+        parts.append(f"queue time p95 {_bounded(self.queue_p95, self.queue_top)} (part of the end-to-end time)")
+        parts.append(f"time to first token p95 {_bounded(self.ttft_p95, self.ttft_top)}")
         parts.append(
             "cold start "
             + (format_seconds(self.cold_start) if self.cold_start is not None else "not measured (not added)")
@@ -149,6 +159,10 @@ class Cut504s:
     istio_passed_through: float | None = None  # 504 without UT: an upstream answered 504
     knative: float | None = None  # queue-proxy / activator answer 504 when the revision timeout fires
     nginx_requests: float | None = None  # every request ingress-nginx counted for the service, any status
+    # Serverless: 504 with flag UT at the external gateway, whose destination is knative-local-gateway; they are
+    # this service's only when the series carry its host (``outer_by_host``), else every service's behind it.
+    outer_gateway_timeouts: float | None = None
+    outer_by_host: bool = False
 
     def behind_edge(self) -> float:
         return (self.istio_upstream_timeout or 0.0) + (self.istio_passed_through or 0.0) + (self.knative or 0.0)
@@ -176,6 +190,13 @@ def format_seconds(seconds: float) -> str:
 def describe_seconds(seconds: float | None) -> str:
     """Rounded to a tenth, or ``not available``."""
     return "not available" if seconds is None else format_seconds(round(seconds, 1))
+
+
+def _bounded(seconds: float | None, top: float | None) -> str:
+    """``describe_seconds``, or ``at least 60 s (the top bucket of vLLM's histogram: unknown above)``."""
+    if top is None:
+        return describe_seconds(seconds)
+    return f"at least {format_seconds(top)} (the top bucket of vLLM's histogram: unknown above)"
 
 
 def parse_alb_attributes(text: str) -> dict[str, str]:
@@ -231,7 +252,13 @@ def cuts_latency(layer: Layer, observed: Observed) -> bool:
     worst case, since the client's requests cannot be seen (see :func:`streaming_note`).
     """
     budget = observed.budget
-    return layer.seconds is not None and budget is not None and budget >= HEADROOM * layer.seconds
+    if layer.seconds is None or budget is None:
+        return False
+    if observed.e2e_top is not None:
+        # The p99 only says "at least the top bucket": a layer clearly below it is reached, one at or above it
+        # may or may not be (vllm-project/vllm issue #15167), so the latency says nothing about it.
+        return layer.seconds < observed.e2e_top * (1 - PLATEAU_TOLERANCE)
+    return budget >= HEADROOM * layer.seconds
 
 
 def recommended_seconds(
@@ -291,9 +318,23 @@ def attribute(layer: Layer, cut: Cut504s, plateau: Layer | None) -> Attribution:
             behind = cut.behind_edge()
             reported = f"beyond the ≈{behind:.0f} reported" if behind >= 1 else "none reported"
             reasons.append(f"≈{own:.0f} 504s at ingress-nginx, {reported} by the layers behind it")
-    elif layer.role == "mesh" and cut.istio_upstream_timeout:
-        count = cut.istio_upstream_timeout
-        reasons.append(f"≈{count:.0f} 504s with Envoy response flag UT (upstream request timeout) at Istio")
+    elif layer.role == "mesh" and (cut.istio_upstream_timeout or cut.outer_gateway_timeouts):
+        if cut.istio_upstream_timeout:
+            count = cut.istio_upstream_timeout
+            reasons.append(f"≈{count:.0f} 504s with Envoy response flag UT (upstream request timeout) at Istio")
+        outer = cut.outer_gateway_timeouts or 0.0
+        if outer >= 1 and cut.outer_by_host:
+            count += outer
+            reasons.append(
+                f"≈{outer:.0f} 504s with flag UT at the external gateway towards knative-local-gateway for this "
+                "service's host"
+            )
+        elif outer >= 1:
+            reasons.append(
+                f"≈{outer:.0f} 504s with flag UT at the external gateway towards knative-local-gateway, attributed by "
+                "gateway only (the series carry no request_host, and every Serverless service shares that "
+                "destination): not counted for this service"
+            )
     elif layer.role == "gateway" and not layer.inferred_504s and cut.istio_upstream_timeout:
         count = cut.istio_upstream_timeout
         reasons.append(f"≈{count:.0f} 504s with Envoy response flag UT (upstream request timeout) at the gateway")
@@ -329,8 +370,8 @@ def passed_streamed(layer: Layer, observed: Observed, cut: Cut504s) -> bool:
     """
     if layer.kind != IDLE or layer.seconds is None or not is_nginx(layer):
         return False
-    if observed.e2e_p99 is None or observed.ttft_p95 is None:
-        return False
+    if observed.e2e_p99 is None or observed.ttft_p95 is None or observed.ttft_top is not None:
+        return False  # a TTFT on its histogram's top bucket does not show a quick first token
     if cut.nginx is None or not cut.nginx_requests or cut.nginx_requests < 1 or nginx_own_504s(cut) >= 1:
         return False
     return observed.e2e_p99 > layer.seconds * (1 + PLATEAU_TOLERANCE) and observed.ttft_p95 < HEADROOM * layer.seconds
@@ -353,6 +394,12 @@ def streaming_note(observed: Observed, layers: Sequence[Layer], cut: Cut504s) ->
         return note + (
             f" The time to first token p95 ({format_seconds(round(observed.ttft_p95, 1))}) already reaches "
             f"{shortest.name}: streaming would not avoid the cut."
+        )
+    if observed.ttft_top is not None:  # at least the top bucket, which is short of this layer
+        return note + (
+            f" The time to first token p95 sits on the top bucket of vLLM's histogram ({format_seconds(observed.ttft_top)}"
+            "): how long the first token takes above it is unknown, so whether streams pass "
+            f"{shortest.name} cannot be told."
         )
     if passed_streamed(shortest, observed, cut):
         assert observed.e2e_p99 is not None

@@ -200,6 +200,51 @@ CATALOG: tuple[QuerySpec, ...] = (
         'sum by (response_code) (rate(activator_request_count{{namespace_name="{namespace}", '
         'configuration_name="{isvc}-predictor"}}[{rate}]))',
     ),
+    # Knative's three request counters are three layers (knative/serving pkg/queue/sharedmain/handlers.go, up to
+    # 1.18, and pkg/activator/handler/metric_handler.go): revision_app_request_count is written inside the
+    # revision's timeout handler, revision_request_count outside it, activator_request_count by the activator
+    # (outside its own timeout handler). A request cut by the revision timeout is a 502 at the first and a 504 at
+    # the second; the activator answers 503 when it cannot get capacity (scale from zero, queue full).
+    _q(
+        "knative_queue_requests_by_code",
+        "1/s",
+        "sum by code",
+        "requests by response code at queue-proxy, outside the revision timeout",
+        'sum by (response_code, response_code_class) (rate(revision_request_count{{namespace_name="{namespace}", '
+        'configuration_name="{isvc}-predictor"}}[{rate}]))',
+    ),
+    _q(
+        "knative_activator_requests_by_code",
+        "1/s",
+        "sum by code",
+        "requests by response code at Knative's activator",
+        'sum by (response_code, response_code_class) (rate(activator_request_count{{namespace_name="{namespace}", '
+        'configuration_name="{isvc}-predictor"}}[{rate}]))',
+    ),
+    # Serverless: KServe's VirtualService sends the external gateway's requests to knative-local-gateway
+    # (kserve/kserve reconcilers/ingress/ingress_reconciler.go createHTTPRouteDestination(
+    # config.KnativeLocalGatewayService)), so what the outer gateway answers itself carries that destination, not
+    # the predictor's. Istio's standard labels do not name the service behind it; request_host exists only where a
+    # Telemetry override adds it (istio.io "Customizing Istio Metrics").
+    _q(
+        "istio_outer_gateway_by_code",
+        "1/s",
+        "sum by code, host",
+        "requests by response code from the external gateway to knative-local-gateway (every Serverless service)",
+        'sum by (response_code, response_flags, request_host) (rate(istio_requests_total{{reporter="source", '
+        'destination_service_name="knative-local-gateway"}}[{rate}]))',
+    ),
+    # The bucket bounds vLLM exports: before vllm-project/vllm PR #15202 the e2e and queue-time histograms ended at
+    # 60 s and TTFT at 10 s, so a quantile at the top finite bound says "at least", not "exactly". Only the bounds
+    # from 10 s up are asked for (every version's top bound is among them): half the series of all bounds.
+    _q(
+        "vllm_latency_buckets",
+        "info",
+        "count by name, le",
+        "bucket bounds of vLLM's latency histograms, from 10 s up",
+        'count by (__name__, le) ({{{sel}, __name__=~"vllm:(e2e_request_latency|request_queue_time|time_to_first_token)'
+        '_seconds_bucket", le=~"[1-9][0-9]+([.][0-9]+)?"}})',
+    ),
 )
 
 BY_ID: dict[str, QuerySpec] = {spec.id: spec for spec in CATALOG}

@@ -182,6 +182,36 @@ def _quantile(quantile: float, name: str) -> Evaluator:
     return evaluate
 
 
+def _outer_gateway(store: RawStore, at: float, range_seconds: float) -> Vector:
+    """``istio_outer_gateway_by_code``: the gateway's requests to knative-local-gateway, by code and host."""
+    to_local = [
+        (labels, value)
+        for labels, value in store.rate("istio_requests_total", at, range_seconds)
+        if labels.get("reporter") == "source" and labels.get("destination_service_name") == "knative-local-gateway"
+    ]
+    return aggregate(to_local, "sum", ("response_code", "response_flags", "request_host"))
+
+
+LATENCY_HISTOGRAMS = (
+    "vllm:e2e_request_latency_seconds_bucket",
+    "vllm:request_queue_time_seconds_bucket",
+    "vllm:time_to_first_token_seconds_bucket",
+)
+
+
+_BOUNDS_FROM_TEN = re.compile(r"[1-9][0-9]+([.][0-9]+)?")
+
+
+def _bucket_bounds(store: RawStore, at: float, _range: float) -> Vector:
+    """``vllm_latency_buckets``: how many series carry each (histogram, le) from 10 s up, as ``count by``."""
+    counts: dict[tuple[str, str], int] = {}
+    for name in LATENCY_HISTOGRAMS:
+        for labels, _value in store.instant(name, at):
+            if _BOUNDS_FROM_TEN.fullmatch(labels["le"]):
+                counts[(name, labels["le"])] = counts.get((name, labels["le"]), 0) + 1
+    return [({"__name__": name, "le": le}, float(count)) for (name, le), count in sorted(counts.items())]
+
+
 EVALUATORS: dict[str, Evaluator] = {
     "vllm_running": _gauge("vllm:num_requests_running", "sum", ("pod",)),
     "vllm_waiting": _gauge("vllm:num_requests_waiting", "sum", ("pod",)),
@@ -214,6 +244,10 @@ EVALUATORS: dict[str, Evaluator] = {
     "istio_requests_by_code": _rate("istio_requests_total", ("response_code", "response_flags")),
     "nginx_requests_by_status": _rate("nginx_ingress_controller_requests", ("status",)),
     "knative_requests_by_code": _rate("revision_app_request_count", ("response_code",)),
+    "knative_queue_requests_by_code": _rate("revision_request_count", ("response_code", "response_code_class")),
+    "knative_activator_requests_by_code": _rate("activator_request_count", ("response_code", "response_code_class")),
+    "istio_outer_gateway_by_code": _outer_gateway,
+    "vllm_latency_buckets": _bucket_bounds,
 }
 
 

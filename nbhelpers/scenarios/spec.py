@@ -30,6 +30,7 @@ SYMPTOMS = ("503", "504", "OOM", "HPA not scaling", "none")
 DEPLOYMENT_MODES = ("Serverless", "RawDeployment")
 SERVER_KINDS = ("vllm", "huggingfaceserver")
 AUTOSCALER_CLASSES = ("kpa", "hpa", "external", "none")
+DELIVERIES = ("non-streamed", "streamed")
 INGRESSES = ("istio", "nginx", "kourier")
 # Faults and their parameters (each must break something in its spec, else the spec is refused):
 # - port_mismatch (listen_port): the server is told to listen elsewhere than the container port.
@@ -313,6 +314,13 @@ class Traffic:
     points: tuple[tuple[datetime, float], ...]
     prompt_tokens: int
     output_tokens: int
+    # How the clients read the answers: a stream keeps an idle timeout (nginx proxy-read) from firing once its
+    # first token is out; a request timeout (Knative's revision timeout) cuts both.
+    delivery: str = "non-streamed"
+
+    @property
+    def streamed(self) -> bool:
+        return self.delivery == "streamed"
 
     def rate_at(self, moment: datetime) -> float:
         points = self.points
@@ -663,7 +671,12 @@ def _traffic(fields: _Fields) -> Traffic:
         raise fields.fail("points", "must be in time order")
     if any(rate < 0 for _, rate in points):
         raise fields.fail("points", "must not hold a negative rate")
-    return Traffic(tuple(points), fields.integer("prompt_tokens"), fields.integer("output_tokens"))
+    return Traffic(
+        tuple(points),
+        fields.integer("prompt_tokens"),
+        fields.integer("output_tokens"),
+        fields.choice("delivery", DELIVERIES, "non-streamed"),
+    )
 
 
 def _check_consistency(spec: ScenarioSpec, top: _Fields) -> None:

@@ -10,7 +10,9 @@ ordinary noise. Pods that do not listen where Prometheus scrapes have no vLLM
 series at all (their scrape fails), exactly as a real capture would show.
 Under Knative the activator holds requests while no pod is ready: they reach
 the first pod that becomes ready, or are answered 504 after the revision
-timeout.
+timeout. A request that runs past the revision timeout on a pod is cut by
+queue-proxy: 504 in ``revision_request_count`` (outside its timeout handler),
+502 in ``revision_app_request_count`` (inside it), and vLLM aborts it.
 
 The output is the families of :mod:`nbhelpers.metrics.openmetrics` (the
 format the Prometheus test harness backfills), plus the per-pod states the
@@ -66,6 +68,7 @@ KV_SIZED_SHARE = 0.78  # the engine has sized and allocated its KV cache (the lo
 # Memory bandwidth of common data-centre GPUs, GB/s (the vendors' data sheets).
 GPU_BANDWIDTH_GBPS = {"L40S": 864.0, "L4": 300.0, "A10G": 600.0, "A100": 2039.0, "H100": 3350.0}
 NGINX_CONTROLLER_POD = "ingress-nginx-controller-6b7d9c5f4-k2x8w"
+ACTIVATOR_POD = "activator-5f7d8c9b6-m3n4p"
 
 # vLLM's histogram bounds (vllm/v1/metrics/loggers.py).
 TTFT_BUCKETS = (
@@ -136,6 +139,10 @@ ITL_BUCKETS = (
     40.0,
     80.0,
 )
+# Before vllm-project/vllm PR #15202 (issue #15167) the e2e and queue-time buckets stopped at 60 s and TTFT at 10 s.
+SHORT_BUCKETS_BEFORE = (0, 8, 3)
+SHORT_TTFT_BUCKETS = tuple(bound for bound in TTFT_BUCKETS if bound <= 10.0)
+SHORT_REQUEST_LATENCY_BUCKETS = tuple(bound for bound in REQUEST_LATENCY_BUCKETS if bound <= 60.0)
 HISTOGRAMS = {
     "vllm:time_to_first_token_seconds": TTFT_BUCKETS,
     "vllm:e2e_request_latency_seconds": REQUEST_LATENCY_BUCKETS,
@@ -196,6 +203,20 @@ class _PodEngine:
     prompt: int = 0
     generation: int = 0
     preemptions: int = 0
+    revision_cut: int = 0  # requests queue-proxy cut at the revision timeout (Serverless)
+
+
+def histogram_bounds(vllm_version: str) -> dict[str, tuple[float, ...]]:
+    """vLLM's histogram bounds for its version: the short ones of the releases before PR #15202."""
+    numbers = tuple(int(part) for part in vllm_version.split(".")[:3] if part.isdigit())
+    if not numbers or numbers >= SHORT_BUCKETS_BEFORE:
+        return dict(HISTOGRAMS)
+    short = {
+        "vllm:time_to_first_token_seconds": SHORT_TTFT_BUCKETS,
+        "vllm:e2e_request_latency_seconds": SHORT_REQUEST_LATENCY_BUCKETS,
+        "vllm:request_queue_time_seconds": SHORT_REQUEST_LATENCY_BUCKETS,
+    }
+    return {**HISTOGRAMS, **short}
 
 
 def poisson(rng: random.Random, mean: float) -> int:
@@ -231,8 +252,9 @@ class _Simulator:
         self.prompt_shift = long_contexts(plan.spec)
         self.ceiling = self.ceiling_now()
         self.scraped = plan.listen_port == plan.spec.isvc.container_port
+        histograms = histogram_bounds(plan.spec.isvc.vllm_version)
         self.engines = {
-            pod.name: _PodEngine(pod, {name: _Histogram(bounds) for name, bounds in HISTOGRAMS.items()})
+            pod.name: _PodEngine(pod, {name: _Histogram(bounds) for name, bounds in histograms.items()})
             for pod in plan.pods
         }
         self.samples: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[float, float]]] = {}
@@ -244,6 +266,10 @@ class _Simulator:
         self.nginx: dict[str, int] = {}  # ingress-nginx's request counter by status
         self.finished_now = 0  # requests the engines answered in the current scrape interval
         self.cut_now = 0  # requests nginx gave up on (504) in the current scrape interval
+        # Knative's revision timeout bounds every request through queue-proxy (Serverless only).
+        self.revision_timeout = float(REVISION_TIMEOUT_SECONDS) if plan.serverless else None
+        self.revision_cut_now = 0  # requests queue-proxy cut at the revision timeout in the current interval
+        self.activator_answers: dict[str, int] = {}  # what the activator answered for the requests it held
 
     def blocks_per_request(self) -> int:
         return blocks_per_request(self.prompt_tokens, self.traffic.output_tokens)
@@ -296,7 +322,7 @@ class _Simulator:
             self.prompt_tokens = prompt_tokens_at(self.spec, moment)
             self.ceiling = self.ceiling_now()
             demand = self.traffic.rate_at(moment)
-            self.finished_now = self.cut_now = 0
+            self.finished_now = self.cut_now = self.revision_cut_now = 0
             ready = self.plan.ready_pods(moment) if self.plan.routed else []
             released = timed_out = 0.0
             if self.plan.serverless and self.plan.routed:
@@ -363,7 +389,7 @@ class _Simulator:
     def complete(self, engine: _PodEngine, completed: int, running: float, queue_mean: float) -> tuple[int, int]:
         """Draw the completed requests of one scrape interval and observe them in the histograms."""
         rng, traffic = self.rng, self.traffic
-        prompt_total = generated_total = cut = 0
+        prompt_total = generated_total = cut = by_revision = 0
         max_len = self.plan.kv.max_model_len
         for _ in range(completed):
             prompt = max(16, min(max_len - 1, round(rng.lognormvariate(math.log(self.prompt_tokens), 0.35))))
@@ -376,15 +402,19 @@ class _Simulator:
             step = self.itl(running) * rng.lognormvariate(0, 0.1)
             first = queued + prompt / PREFILL_TOKENS_PER_SECOND * (1 + running / max(1, self.ceiling)) + step
             engine.histograms["vllm:time_to_first_token_seconds"].observe(first)
-            if self.nginx_timeout is not None and first + (output - 1) * step > self.nginx_timeout:
-                # nginx answers 504 and closes the connection; vLLM's API server aborts the request, which
-                # never finishes: no success, no end-to-end or queue time, only the tokens made so far.
-                made = max(1, min(output, 1 + int((self.nginx_timeout - first) / step)))
+            limit = self.cut_limit(first)
+            if limit is not None and first + (output - 1) * step > limit:
+                # nginx (idle) or queue-proxy (the revision timeout) answers 504 and closes the connection;
+                # vLLM's API server aborts the request, which never finishes: no success, no end-to-end or queue
+                # time, only the tokens made so far.
+                made = max(1, min(output, 1 + int((limit - first) / step)))
                 if made > 1:
                     engine.histograms["vllm:inter_token_latency_seconds"].observe(step, made - 1)
                 prompt_total += prompt
                 generated_total += made
                 cut += 1
+                if limit == self.revision_timeout:
+                    by_revision += 1
                 continue
             engine.histograms["vllm:e2e_request_latency_seconds"].observe(first + (output - 1) * step)
             engine.histograms["vllm:request_queue_time_seconds"].observe(queued)
@@ -394,10 +424,21 @@ class _Simulator:
             generated_total += output
         engine.success += completed - cut
         self.finished_now += completed - cut
-        self.cut_now += cut
+        self.cut_now += cut - by_revision
+        self.revision_cut_now += by_revision
+        engine.revision_cut += by_revision
         engine.prompt += prompt_total
         engine.generation += generated_total
         return prompt_total, generated_total
+
+    def cut_limit(self, first_token: float) -> float | None:
+        """The first timeout a request meets: nginx's idle timeout (for a stream, only while its first token is
+        not out: the tokens keep the connection busy after it) or Knative's revision timeout (cuts both)."""
+        idle = self.nginx_timeout
+        if idle is not None and self.traffic.streamed and first_token <= idle:
+            idle = None
+        limits = [float(t) for t in (idle, self.revision_timeout) if t is not None]
+        return min(limits) if limits else None
 
     def target_labels(self, pod: PodPlan) -> dict[str, str]:
         port = self.spec.isvc.container_port
@@ -532,10 +573,15 @@ class _Simulator:
         held = self.plan.serverless and self.plan.routed
         code, flags = ("200", "-") if any_ready or held else ("503", "UH")
         answered = demand * seconds + released if any_ready or not held else 0.0
+        expired = 0  # requests the activator held past the revision timeout, answered 504 through the gateway
         for key, mean in (((code, flags), answered), (("504", "-"), timed_out)):
             count = poisson(self.rng, mean)
             if count:  # Istio creates a series with the first request of its kind
                 self.gateway[key] = self.gateway.get(key, 0) + count
+            if key == ("504", "-"):
+                expired = count
+        if self.revision_cut_now:  # queue-proxy's 504s pass the gateway unchanged (no Envoy flag)
+            self.gateway[("504", "-")] = self.gateway.get(("504", "-"), 0) + self.revision_cut_now
         for (response_code, response_flags), total in sorted(self.gateway.items()):
             labels = {
                 "reporter": "source",
@@ -551,20 +597,38 @@ class _Simulator:
             }
             self.record("istio_requests", labels, moment, total)
         if self.plan.serverless:
-            for pod in ready:
-                if not self.engines[pod.name].success:
-                    continue  # queue-proxy exports the counter from the first request on
-                labels = {
-                    "namespace_name": isvc.namespace,
-                    "configuration_name": self.plan.ksvc,
-                    "revision_name": self.plan.revision,
-                    "service_name": self.plan.ksvc,
-                    "pod_name": pod.name,
-                    "container_name": "queue-proxy",
-                    "response_code": "200",
-                    "response_code_class": "2xx",
-                }
-                self.record("revision_app_request_count", labels, moment, self.engines[pod.name].success)
+            self.step_knative(moment, ready, released, expired)
+
+    def step_knative(self, moment: datetime, ready: list[PodPlan], released: float, expired: int) -> None:
+        """queue-proxy's two counters per ready pod (knative/serving pkg/queue/sharedmain/handlers.go): the app's
+        inside the revision timeout, which sees a cut request as 502, and the revision's outside it, which sees
+        504; and the activator's for the requests it held while no pod was ready (200 released, 504 expired)."""
+        base = {
+            "namespace_name": self.spec.isvc.namespace,
+            "configuration_name": self.plan.ksvc,
+            "revision_name": self.plan.revision,
+            "service_name": self.plan.ksvc,
+        }
+        for pod in ready:
+            engine = self.engines[pod.name]
+            labels = {**base, "pod_name": pod.name, "container_name": "queue-proxy"}
+            for metric, cut_code in (("revision_app_request_count", "502"), ("revision_request_count", "504")):
+                for code, total in (("200", engine.success), (cut_code, engine.revision_cut)):
+                    if total:  # queue-proxy exports a series from the first request of its kind on
+                        coded = {**labels, "response_code": code, "response_code_class": f"{code[0]}xx"}
+                        self.record(metric, coded, moment, total)
+        for code, count in (("200", round(released)), ("504", expired)):
+            if count:
+                self.activator_answers[code] = self.activator_answers.get(code, 0) + count
+        for code, total in sorted(self.activator_answers.items()):
+            labels = {
+                **base,
+                "pod_name": ACTIVATOR_POD,
+                "container_name": "activator",
+                "response_code": code,
+                "response_code_class": f"{code[0]}xx",
+            }
+            self.record("activator_request_count", labels, moment, total)
 
     def step_nginx(self, moment: datetime, unserved: float) -> None:
         """ingress-nginx's request counter, scraped from the controller by a ServiceMonitor (so the Ingress's
@@ -604,6 +668,8 @@ class _Simulator:
             "kube_pod_container_status_restarts": "counter",
             "istio_requests": "counter",
             "revision_app_request_count": "unknown",  # Knative publishes this counter without _total
+            "revision_request_count": "unknown",
+            "activator_request_count": "unknown",
             "nginx_ingress_controller_requests": "unknown",  # so does ingress-nginx
         }
         grouped: dict[str, list[Series]] = {}

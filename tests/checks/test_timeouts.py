@@ -20,7 +20,7 @@ from check_cases import apply_patch, codes, evidence_of, json_merge_patch, load_
 from nbhelpers.checks import timeouts
 from nbhelpers.errors import EvidenceMissing, StepSkipped
 from nbhelpers.evidence.model import SiteConfig
-from nbhelpers.facts import timeout_layers
+from nbhelpers.facts import cold_starts, timeout_layers, traffic
 from nbhelpers.facts import timeout_path as chain
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.metrics import catalog
@@ -566,3 +566,271 @@ def test_client_timeout_given_on_the_command_line_wins_over_the_annotation() -> 
     finding = only(timeouts.run(evidence), "TIMEOUT_MISALIGNED")
     assert finding.title == "client 120 s gives up before Knative revision timeoutSeconds 300 s"
     assert "(--client-timeout)" in " ".join(finding.evidence)
+
+
+# --- Knative's layers: queue-proxy outside and inside the revision timeout, the activator -----------------------
+
+
+def _knative_as_upstream_counts(cut_rate: float) -> dict[str, list[dict[str, Any]]]:
+    """Knative's counters for requests cut by the revision timeout, as knative/serving writes them: 502 inside the
+    timeout handler (revision_app_request_count, knative/serving#15352), 504 outside it (revision_request_count)."""
+    return {
+        "knative_requests_by_code": [
+            _series([2.0] * 40, response_code="200"),
+            _series([0.0] * 20 + [cut_rate] * 20, response_code="502"),
+        ],
+        "knative_queue_requests_by_code": [
+            _series([2.0] * 40, response_code="200", response_code_class="2xx"),
+            _series([0.0] * 20 + [cut_rate] * 20, response_code="504", response_code_class="5xx"),
+        ],
+    }
+
+
+def test_revision_timeout_cuts_are_counted_outside_the_timeout_handler() -> None:
+    """knative/serving#15352: requests cut at the revision timeout. revision_app_request_count (the only counter
+    read before) saw them as 502, never 504, so the revision timeout stayed a warning with no count; queue-proxy's
+    revision_request_count, outside the timeout handler, answers 504 for each."""
+    objects = load_case(SERVERLESS, "checks/healthy/timeouts_serverless_defaults.yaml")
+    metrics = _metrics(
+        vllm_e2e_p99=[_series(_ramp(20.0, 400.0))],
+        vllm_queue_time_p95=[_series(_ramp(0.2, 1.5))],
+        vllm_ttft_p95=[_series(_ramp(0.4, 1.8))],
+        **_knative_as_upstream_counts(0.1),
+    )
+    finding = only(_run(objects, metrics), "TIMEOUT_MISALIGNED")
+    assert finding.level is Severity.CRITICAL
+    assert "≈30 504s answered by Knative" in finding.summary
+    layers = next(line for line in finding.evidence if line.startswith("Knative 5xx by layer:"))
+    assert "queue-proxy revision timeout (504 in revision_request_count) ≈30" in layers
+    # The 502s the inner proxy wrote for the same requests are not the server's own errors.
+    assert "the server behind queue-proxy ≈0" in layers
+    assert "activator 503, no capacity in time (scale from zero, queue full) not read" in layers
+
+
+def test_short_requests_with_knative_counters_raise_nothing() -> None:
+    objects = load_case(SERVERLESS, "checks/healthy/timeouts_serverless_defaults.yaml")
+    metrics = _busy_but_healthy("istio")
+    metrics.update(
+        _metrics(
+            knative_queue_requests_by_code=[_series([9.5] * 40, response_code="200", response_code_class="2xx")],
+            knative_activator_requests_by_code=[_series([0.5] * 40, response_code="200", response_code_class="2xx")],
+        )
+    )
+    assert serious(_run(objects, metrics)) == []
+
+
+def _knative_evidence(**results: list[dict[str, Any]]) -> Any:
+    return evidence_of(
+        load_case(SERVERLESS, "checks/healthy/timeouts_serverless_defaults.yaml"), metrics=_metrics(**results)
+    )
+
+
+def test_knative_5xx_are_given_to_the_layer_that_answered_them() -> None:
+    """Scale from zero: the activator answers 503 while no capacity comes in time (pkg/activator/handler/handler.go)
+    and 504 when the revision timeout fires while it holds a request; what it proxied to queue-proxy is counted at
+    both, so only its count beyond queue-proxy's is its own."""
+    evidence = _knative_evidence(
+        knative_requests_by_code=[
+            _series([1.0] * 40, response_code="200"),
+            _series([0.0] * 30 + [0.2] * 10, response_code="502"),  # 30: cut by the revision timeout
+            _series([0.0] * 36 + [0.1] * 4, response_code="500"),  # 6: vLLM's own errors
+        ],
+        knative_queue_requests_by_code=[
+            _series([1.0] * 40, response_code="200", response_code_class="2xx"),
+            _series([0.0] * 30 + [0.2] * 10, response_code="504", response_code_class="5xx"),
+            _series([0.0] * 36 + [0.1] * 4, response_code="500", response_code_class="5xx"),
+        ],
+        knative_activator_requests_by_code=[
+            _series([1.0] * 40, response_code="200", response_code_class="2xx"),
+            _series([0.4] * 10 + [0.0] * 30, response_code="503", response_code_class="5xx"),  # 60
+            _series([0.2] * 10 + [0.2] * 10 + [0.0] * 20, response_code="504", response_code_class="5xx"),  # 60
+        ],
+    )
+    layers = traffic.knative_layers(evidence)
+    assert layers is not None
+    assert round(layers.revision_timeouts or 0) == 30
+    assert round(layers.app or 0) == 6
+    assert round(layers.queue_proxy_other or 0) == 0
+    assert round(layers.activator_no_capacity or 0) == 60
+    assert round(layers.activator_timeouts or 0) == 30  # 60 at the activator, 30 of them queue-proxy's
+    assert round(layers.timeouts or 0) == 60
+
+
+def test_without_knatives_outer_counters_the_layers_are_not_guessed() -> None:
+    evidence = _knative_evidence(knative_requests_by_code=[_series([1.0] * 40, response_code="502")])
+    assert traffic.knative_layers(evidence) is None
+
+
+# --- Serverless: the external gateway's view, whose destination is knative-local-gateway ------------------------
+
+
+def _outer_gateway(*, host: str | None, cut_rate: float) -> list[dict[str, Any]]:
+    """The external gateway's requests to knative-local-gateway (kserve ingress_reconciler.go), ``host`` in
+    request_host where a Telemetry override adds it."""
+    extra = {"request_host": host} if host else {}
+    return [
+        _series([2.0] * 40, response_code="200", response_flags="-", **extra),
+        _series([0.0] * 20 + [cut_rate] * 20, response_code="504", response_flags="UT", **extra),
+    ]
+
+
+def test_virtualservice_cuts_at_the_outer_gateway_are_counted_by_host() -> None:
+    """Serverless: KServe points the external gateway's route at knative-local-gateway, so the 504s of a route
+    timeout there carry that destination, not <isvc>-predictor, and were missed: the VirtualService stayed a
+    warning with no count."""
+    objects = load_case(SERVERLESS, "checks/TIMEOUT_MISALIGNED/serverless_virtualservice_short.yaml")
+    metrics = _long_generations()
+    metrics.update(_metrics(istio_outer_gateway_by_code=_outer_gateway(host="vllm-llm.llm.example.com", cut_rate=0.1)))
+    finding = only(_run(objects, metrics), "TIMEOUT_MISALIGNED")
+    assert finding.objects[1] == "VirtualService.networking.istio.io/llm/vllm-llm-edge"
+    assert finding.level is Severity.CRITICAL
+    assert "≈30 504s with flag UT at the external gateway towards knative-local-gateway for this service's host" in (
+        finding.summary
+    )
+    assert any(line.startswith("external gateway → knative-local-gateway: 5xx ≈30") for line in finding.evidence)
+
+
+def test_outer_gateway_cuts_without_a_host_are_attributed_by_gateway_only() -> None:
+    objects = load_case(SERVERLESS, "checks/TIMEOUT_MISALIGNED/serverless_virtualservice_short.yaml")
+    metrics = _long_generations()
+    metrics.update(_metrics(istio_outer_gateway_by_code=_outer_gateway(host=None, cut_rate=0.1)))
+    finding = only(_run(objects, metrics), "TIMEOUT_MISALIGNED")
+    assert finding.level is Severity.WARNING  # another service behind the same gateway may own them
+    assert "attributed by gateway only" in finding.summary
+    line = next(line for line in finding.evidence if line.startswith("external gateway → knative-local-gateway"))
+    assert "the attribution is by gateway, not by service" in line
+
+
+def test_another_hosts_cuts_at_the_outer_gateway_are_not_this_services() -> None:
+    objects = load_case(SERVERLESS, "checks/TIMEOUT_MISALIGNED/serverless_virtualservice_short.yaml")
+    metrics = _long_generations()
+    metrics.update(_metrics(istio_outer_gateway_by_code=_outer_gateway(host="embedder.llm.example.com", cut_rate=0.1)))
+    assert only(_run(objects, metrics), "TIMEOUT_MISALIGNED").level is Severity.WARNING
+
+
+def test_healthy_outer_gateway_raises_nothing() -> None:
+    objects = load_case(SERVERLESS, "checks/healthy/timeouts_serverless_defaults.yaml")
+    metrics = _busy_but_healthy("istio")
+    metrics.update(_metrics(istio_outer_gateway_by_code=_outer_gateway(host="vllm-llm.llm.example.com", cut_rate=0.0)))
+    assert serious(_run(objects, metrics)) == []
+
+
+# --- vLLM's latency histograms ended at 60 s (TTFT 10 s) before vllm-project/vllm PR #15202 -----------------------
+
+OLD_LATENCY_BOUNDS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
+NEW_LATENCY_BOUNDS = (*OLD_LATENCY_BOUNDS, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+OLD_TTFT_BOUNDS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+
+
+def _bounds(latency: Sequence[float], ttft: Sequence[float] = OLD_TTFT_BOUNDS) -> list[dict[str, Any]]:
+    """``vllm_latency_buckets``: one series per (histogram, le), as ``count by (__name__, le)`` answers."""
+    names = {
+        "vllm:e2e_request_latency_seconds_bucket": latency,
+        "vllm:request_queue_time_seconds_bucket": latency,
+        "vllm:time_to_first_token_seconds_bucket": ttft,
+    }
+    return [
+        _series([1.0] * 40, __name__=name, le=le)
+        for name, bounds in names.items()
+        for le in [*(f"{bound}" for bound in bounds), "+Inf"]
+    ]
+
+
+def _p99_on_60(*, bounds: Sequence[float] | None, nginx_504_rate: float = 0.0) -> dict[str, dict[str, Any]]:
+    """Long generations whose p99 climbs and then stays at exactly 60 s (vllm-project/vllm issue #15167: "a p99
+    tail latency of 60s, when the real value is often much higher"); ingress-nginx counts its requests."""
+    nginx = [_series([2.0] * 40, status="200")]
+    if nginx_504_rate:
+        nginx.append(_series([0.0] * 25 + [nginx_504_rate] * 15, status="504"))
+    results: dict[str, list[dict[str, Any]]] = {
+        "vllm_e2e_p99": [_series([*_ramp(20.0, 57.0, 25), *[60.0] * 15])],
+        "vllm_queue_time_p95": [_series(_ramp(0.2, 4.0))],
+        "vllm_ttft_p95": [_series(_ramp(0.4, 1.8))],
+        "nginx_requests_by_status": nginx,
+    }
+    if bounds is not None:
+        results["vllm_latency_buckets"] = _bounds(bounds)
+    return _metrics(**results)
+
+
+def _with_vllm_image(objects: list[dict[str, Any]], tag: str) -> list[dict[str, Any]]:
+    text = yaml.safe_dump_all(objects).replace("vllm/vllm-openai:v0.10.1", f"vllm/vllm-openai:{tag}")
+    return [obj for obj in yaml.safe_load_all(text) if obj]
+
+
+def test_p99_on_the_top_bucket_is_not_an_nginx_timeout() -> None:
+    """Before the fix: a 60 s p99 'flattening at' ingress-nginx's 60 s default made a warning attributing cuts to
+    nginx, and a patch to 120 s derived from it, although the 60 s was the end of vLLM's histogram."""
+    objects = load_case(RAW, "checks/TIMEOUT_LB_DEFAULT/raw_nginx_default.yaml")
+    findings = _run(objects, _p99_on_60(bounds=OLD_LATENCY_BOUNDS))
+    assert serious(findings) == []
+    assert all("flattens at 60 s" not in " ".join(finding.evidence) for finding in findings)
+
+
+def test_the_cap_is_known_from_the_version_when_the_bounds_were_not_read() -> None:
+    objects = _with_vllm_image(load_case(RAW, "checks/TIMEOUT_LB_DEFAULT/raw_nginx_default.yaml"), "v0.7.3")
+    assert serious(_run(objects, _p99_on_60(bounds=None))) == []
+
+
+def test_no_cap_is_assumed_from_a_version_with_the_longer_buckets() -> None:
+    objects = _with_vllm_image(load_case(RAW, "checks/TIMEOUT_LB_DEFAULT/raw_nginx_default.yaml"), "v0.9.2")
+    finding = only(_run(objects, _p99_on_60(bounds=None)), "TIMEOUT_LB_DEFAULT")
+    assert "attribution: the p99 latency flattens at 60 s, this layer's value" in finding.evidence
+
+
+def test_a_p99_flat_at_60_s_with_longer_buckets_is_still_the_timeout() -> None:
+    """No false negative: with PR #15202's buckets (to 7680 s) a p99 stuck at 60 s is the 60 s layer's doing."""
+    objects = load_case(RAW, "checks/TIMEOUT_LB_DEFAULT/raw_nginx_default.yaml")
+    finding = only(_run(objects, _p99_on_60(bounds=NEW_LATENCY_BOUNDS)), "TIMEOUT_LB_DEFAULT")
+    assert finding.level is Severity.WARNING
+    assert "attribution: the p99 latency flattens at 60 s, this layer's value" in finding.evidence
+
+
+def test_nginx_504s_on_an_old_vllm_stay_critical_with_the_latency_as_a_floor() -> None:
+    objects = load_case(RAW, "checks/TIMEOUT_LB_DEFAULT/raw_nginx_default.yaml")
+    finding = only(_run(objects, _p99_on_60(bounds=OLD_LATENCY_BOUNDS, nginx_504_rate=0.2)), "TIMEOUT_LB_DEFAULT")
+    assert finding.level is Severity.CRITICAL  # nginx counted its own 504s: that does not depend on the histogram
+    assert (
+        finding.title
+        == "ingress-nginx proxy-read-timeout 60 s (default) is below the long requests (at least 60 s p99)"
+    )
+    assert "the latency above it is unknown" in finding.summary
+    assert "flattens at" not in " ".join(finding.evidence)
+    assert "so 120 s only clears the latency the window can show" in finding.remediation
+    assert any("the top bucket of vLLM's e2e histogram" in line for line in finding.evidence)
+
+
+def test_a_capped_p99_still_shows_layers_well_below_the_cap() -> None:
+    knative = _layer("knative", chain.KNATIVE, 300.0, role="knative")
+    nginx = _layer("nginx", chain.EDGE, 60.0)
+    short = _layer("gke", chain.EDGE, 30.0, role="lb")
+    capped = chain.Observed(e2e_p99=60.0, e2e_top=60.0)
+    assert chain.cuts_latency(short, capped)  # at least 60 s is past 30 s
+    assert not chain.cuts_latency(nginx, capped)  # at least 60 s says nothing about a 60 s layer
+    assert not chain.cuts_latency(knative, capped)
+    assert "at least 60 s (the top bucket of vLLM's histogram: unknown above)" in capped.describe()
+
+
+def test_a_first_token_on_its_top_bucket_proves_no_streaming() -> None:
+    nginx = _layer("ingress-nginx proxy-read-timeout", chain.EDGE, 60.0, kind=chain.IDLE)
+    observed = chain.Observed(e2e_p99=150.0, ttft_p95=10.0, ttft_top=10.0)
+    cut = chain.Cut504s(nginx=0.0, nginx_requests=1800.0)
+    assert not chain.passed_streamed(nginx, observed, cut)
+    assert "cannot be told" in chain.streaming_note(observed, [nginx], cut)
+
+
+def test_5xx_while_no_pod_is_ready_are_the_activators() -> None:
+    """Scale from zero: the app's counter only has the 200s of pods that were up, so the activator's 503s (no
+    capacity in time) were never read and the same requests were put down to Istio."""
+    evidence = _knative_evidence(
+        knative_requests_by_code=[_series([1.0] * 20 + [0.0] * 20, response_code="200")],
+        knative_activator_requests_by_code=[
+            _series([0.0] * 20 + [0.2] * 10 + [0.0] * 10, response_code="503", response_code_class="5xx")
+        ],
+        istio_requests_by_code=[
+            _series([0.0] * 20 + [0.2] * 10 + [0.0] * 10, response_code="503", response_flags="-"),
+        ],
+    )
+    start = END - STEP * 20
+    errors = cold_starts.errors_during(evidence, [(start, start + STEP * 10)])
+    assert errors is not None and errors[1] == "Knative's activator: 503 ≈30"
