@@ -133,6 +133,25 @@ def test_rejected_pods_explain_what_the_autoscaler_seems_to_do(effect: str) -> N
     assert effect in CAUSE_EDGES["RESOURCES_POD_CREATION_REJECTED"]
 
 
+@pytest.mark.parametrize("code", ["PROBE_SIDECAR_NOT_READY", "PROBE_FAILS_UNDER_LOAD"])
+@pytest.mark.parametrize(
+    "effect", ["ENDPOINTS_NONE_READY", "ROUTING_REVISION_NOT_READY", "CONTAINER_FAILING_UNKNOWN_CAUSE"]
+)
+def test_probe_codes_added_for_issue_14_explain_unready_pods(code: str, effect: str) -> None:
+    assert effect in CAUSE_EDGES[code]
+    assert "ISVC_NOT_READY" in reachable(code)
+
+
+def test_probe_kills_under_load_explain_the_queue_they_leave_behind() -> None:
+    """Each kill of a busy pod takes a replica out for a whole model load; the others' queues grow."""
+    assert "QUEUE_SATURATION" in CAUSE_EDGES["PROBE_FAILS_UNDER_LOAD"]
+    assert "PROBE_FAILS_UNDER_LOAD" not in reachable("QUEUE_SATURATION")
+    assert rank_root_causes([_finding("QUEUE_SATURATION"), _finding("PROBE_FAILS_UNDER_LOAD")], STEP_IDS) == [
+        "PROBE_FAILS_UNDER_LOAD",
+        "QUEUE_SATURATION",
+    ]
+
+
 def test_paths_through_absent_codes_count() -> None:
     # GPU_OOM -> PROBE_* -> ENDPOINTS_NONE_READY -> ISVC_NOT_READY
     assert "ISVC_NOT_READY" in reachable("VLLM_MEMORY_UTILIZATION_RISKY")
