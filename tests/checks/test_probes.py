@@ -938,3 +938,60 @@ def test_refused_connections_during_the_load_are_not_load() -> None:
     """The restart loop of a model that never served: its failures are refused connections before serving."""
     objects = load_case(*RAW_LOOP)
     assert "PROBE_FAILS_UNDER_LOAD" not in codes(probes.run(evidence_of(objects, logs=RAW_LOOP_LOGS)))
+
+
+# --- startupProbe gated on the Knative release (knative/serving#10037, PR #15309 in 1.15) -------------------
+
+
+def _knative_config(labels: dict[str, str]) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "config-deployment", "namespace": "knative-serving", "labels": labels},
+        "data": {"queue-sidecar-image": "gcr.io/knative-releases/knative.dev/serving/cmd/queue"},
+    }
+
+
+def test_knative_before_1_15_gets_a_delayed_liveness_probe_not_a_startup_probe() -> None:
+    objects = [*load_case(*SERVERLESS_LOOP), _knative_config({"app.kubernetes.io/version": "1.14.2"})]
+    finding = only(probes.run(evidence_of(objects, logs=SERVERLESS_LOOP_LOGS)), "PROBE_LIVENESS_KILLS_DURING_LOAD")
+    assert finding.remediation.startswith(
+        "Knative Serving 1.14.2 (label app.kubernetes.io/version of ConfigMap knative-serving/config-deployment) "
+        "rejects a startupProbe"
+    )
+    body = _patch_body(finding)
+    # The same sizing as the startupProbe (620 s), as the liveness probe's delay; the progress deadline covers
+    # it and the liveness budget after it (650 s, 651 s worst case) + 60 s, rounded up to minutes.
+    assert body == {
+        "metadata": {"annotations": {"serving.knative.dev/progress-deadline": "720s"}},
+        "spec": {"predictor": {"model": {"livenessProbe": {"initialDelaySeconds": 620}}}},
+    }
+    patched = _knative_rollout(apply_patch(objects, finding))
+    _valid_pod(patched)
+    pod = next(obj for obj in patched if obj["kind"] == "Pod")
+    assert "startupProbe" not in pod["spec"]["containers"][0]
+
+
+def test_knative_1_15_and_later_gets_the_startup_probe() -> None:
+    objects = [*load_case(*SERVERLESS_LOOP), _knative_config({"app.kubernetes.io/version": "1.15.0"})]
+    finding = only(probes.run(evidence_of(objects, logs=SERVERLESS_LOOP_LOGS)), "PROBE_LIVENESS_KILLS_DURING_LOAD")
+    assert "startupProbe" in _patch_body(finding)["spec"]["predictor"]["model"]
+    assert "Knative accepts a startupProbe only from 1.15" not in finding.remediation
+
+
+def test_unknown_knative_version_offers_both() -> None:
+    objects = [*load_case(*SERVERLESS_LOOP), _knative_config({"app.kubernetes.io/version": "devel"})]
+    finding = only(probes.run(evidence_of(objects, logs=SERVERLESS_LOOP_LOGS)), "PROBE_LIVENESS_KILLS_DURING_LOAD")
+    assert "startupProbe" in _patch_body(finding)["spec"]["predictor"]["model"]
+    assert (
+        "Knative accepts a startupProbe only from 1.15 (knative/serving PR #15309) and the version is not visible "
+        "here (no release label on knative-serving/config-deployment)" in finding.remediation
+    )
+    assert "hold the livenessProbe back instead with initialDelaySeconds 620" in finding.remediation
+
+
+def test_raw_deployment_never_asks_for_the_knative_version() -> None:
+    finding = only(
+        probes.run(evidence_of(load_case(*RAW_LOOP), logs=RAW_LOOP_LOGS)), "PROBE_LIVENESS_KILLS_DURING_LOAD"
+    )
+    assert "Knative" not in finding.remediation
