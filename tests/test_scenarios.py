@@ -61,6 +61,7 @@ SHIPPED = (
     "healthy-readiness-blip",
     "healthy-kv-cache-steady",
     "engine-batched-tokens",
+    "agent-readiness-404",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -1214,3 +1215,25 @@ def test_two_causes_each_leave_their_own_evidence(bundles: dict[str, dict[str, b
     queued = [t for t, v in series_values(files, "vllm_waiting") if v >= 1 and t > since]
     assert len(queued) >= 20 and all(running[t] < 32 and usage[t] >= 0.97 for t in queued)
     assert max(v for _, v in series_values(files, "vllm_preemptions_rate")) > 0
+
+
+def test_agent_readiness_404_keeps_serving_pods_out_of_rotation(bundles: dict[str, dict[str, bytes]]) -> None:
+    """kserve/kserve#5341: each pod 1/2 Running, kserve-container ready, the agent answering its probe with 404."""
+    assert load_spec("agent-readiness-404").source == "https://github.com/kserve/kserve/issues/5341"
+    evidence = evidence_of(bundles["agent-readiness-404"])
+    pods = evidence.of(kinds.POD)
+    assert len(pods) == 2
+    for pod in pods:
+        statuses = {status["name"]: status for status in kube.status(pod)["containerStatuses"]}
+        assert not kube.pod_ready(pod)
+        assert statuses["kserve-container"]["ready"] and not statuses["agent"]["ready"]
+        assert kube.condition(pod, "Ready")["message"] == "containers with unready status: [agent]"
+        agent = next(c for c in kube.containers(kube.spec(pod)) if c["name"] == "agent")
+        assert agent["readinessProbe"]["httpGet"]["path"] == "/"
+    agent_failures = {
+        str(event.get("message"))
+        for event in evidence.events
+        if event.get("reason") == "Unhealthy" and event["involvedObject"].get("fieldPath") == "spec.containers{agent}"
+    }
+    assert agent_failures == {"Readiness probe failed: HTTP probe failed with statuscode: 404"}
+    assert kube.spec(evidence.isvc)["predictor"]["logger"]["url"].startswith("http://message-dumper")

@@ -67,6 +67,11 @@ INGRESSES = ("istio", "nginx", "kourier")
 # - batched_tokens_below_max_model_len (max_num_batched_tokens): the owner set --max-num-batched-tokens below
 #   --max-model-len with chunked prefill off; vLLM's scheduler config validation refuses it at start-up (a
 #   ValidationError, exit code 1) before any weight loads, and the container crash-loops (verl-project/verl#7626).
+# - agent_readiness_not_served (logger_url): request logging injects the KServe agent (port 9081) beside a
+#   RawDeployment vLLM whose owner wrote an httpGet readinessProbe on a path of its own. KServe hands that probe to
+#   the agent, which then serves only that path, while its own readinessProbe stays on '/' (KServe before PR
+#   #5345): the kubelet gets 404, the agent never turns ready and the pod stays 1/2 Running although vLLM serves
+#   (kserve/kserve#5341).
 FAULT_TYPES = (
     "port_mismatch",
     "routing_layer_mismatch",
@@ -84,6 +89,7 @@ FAULT_TYPES = (
     "hpa_at_max",
     "hpa_target_above_capacity",
     "batched_tokens_below_max_model_len",
+    "agent_readiness_not_served",
 )
 # Faults that give the owner their own HPA on a Pods metric: one InferenceService has at most one of them.
 OWNER_HPA_FAULTS = ("custom_metrics_api_missing", "hpa_target_not_serving", "hpa_at_max", "hpa_target_above_capacity")
@@ -570,6 +576,8 @@ def _fault(fields: _Fields) -> Fault:
     elif fault_type == "custom_metrics_api_missing":
         fields.text("metric", "vllm:num_requests_waiting")
         fields.text("average_value", "10")
+    elif fault_type == "agent_readiness_not_served":
+        fields.text("logger_url")
     elif fault_type == "batched_tokens_below_max_model_len":
         if fields.integer("max_num_batched_tokens") < 1:
             raise fields.fail("max_num_batched_tokens", "must be a positive number of tokens")
@@ -729,6 +737,14 @@ def _check_fault(spec: ScenarioSpec, fault: Fault, top: _Fields) -> None:
                 "faults",
                 f"liveness_kills_during_load: the probe allows {budget:g} s, the model loads in "
                 f"{isvc.model.load_seconds:g} s: nothing would be killed",
+            )
+    if fault.type == "agent_readiness_not_served":
+        path = str(((isvc.readiness_probe or {}).get("httpGet") or {}).get("path") or "/")
+        if isvc.deployment_mode != "RawDeployment" or path == "/":
+            raise top.fail(
+                "faults",
+                "agent_readiness_not_served: needs RawDeployment and an httpGet readiness_probe on a path other than "
+                "'/' (with '/' the agent's own probe finds its path)",
             )
     if fault.type == "gpu_unschedulable" and int(params.get("pending_pods", isvc.min_replicas)) > isvc.min_replicas:
         raise top.fail("faults", "gpu_unschedulable: pending_pods exceeds min_replicas")

@@ -138,6 +138,10 @@ class PodPlan:
     # After it was first Ready (``ready_at``): spells not Ready, [from, to) (a restart, a readiness blip).
     unready: tuple[tuple[datetime, datetime], ...] = ()
     blip_failures: tuple[datetime, ...] = ()  # readiness failures of a pod that serves (history's blips)
+    # A sidecar whose own readiness never passes (agent_readiness_not_served): the serving container turns ready
+    # at ``engine_ready_at`` while the pod stays not Ready; the sidecar's probe fails from ``sidecar_started``.
+    engine_ready_at: datetime | None = None
+    sidecar_started: datetime | None = None
 
     @property
     def scheduled(self) -> bool:
@@ -268,6 +272,14 @@ def liveness_probe(spec: ScenarioSpec) -> Mapping[str, Any] | None:
             probe: Mapping[str, Any] = fault.params["liveness_probe"]
             return probe
     return spec.isvc.liveness_probe
+
+
+def logger_url(spec: ScenarioSpec) -> str:
+    """The request-logging sink of an agent_readiness_not_served fault ("" without one): KServe injects its agent."""
+    for fault in spec.faults:
+        if fault.type == "agent_readiness_not_served":
+            return str(fault.params["logger_url"])
+    return ""
 
 
 def _copy(value: Mapping[str, Any]) -> dict[str, Any]:
@@ -588,6 +600,8 @@ def _pod_plan(
             sync += timedelta(seconds=KUBELET_SYNC_SECONDS + rng.uniform(0, 3))
         start = next_start
     node = spec.cluster.nodes[index % len(spec.cluster.nodes)]
+    ready_at = first_ready or life.ready_at
+    blocked = any(fault.type == "agent_readiness_not_served" for fault in spec.faults)
     return PodPlan(
         name=name,
         uid=uid,
@@ -598,7 +612,9 @@ def _pod_plan(
         runs=tuple(life.runs),
         load_seconds=load,
         listening=life.listening,
-        ready_at=first_ready or life.ready_at,
+        ready_at=None if blocked else ready_at,
+        engine_ready_at=ready_at if blocked else None,
+        sidecar_started=life.runs[0].started + timedelta(seconds=0.2) if blocked and life.runs else None,
         probe_failures=tuple(life.readiness_failures),
         liveness_failures=tuple(life.liveness_failures),
         back_offs=tuple(life.back_offs),
