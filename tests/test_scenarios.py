@@ -62,6 +62,7 @@ SHIPPED = (
     "healthy-kv-cache-steady",
     "engine-batched-tokens",
     "agent-readiness-404",
+    "liveness-timeouts-under-load",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -1237,3 +1238,21 @@ def test_agent_readiness_404_keeps_serving_pods_out_of_rotation(bundles: dict[st
     }
     assert agent_failures == {"Readiness probe failed: HTTP probe failed with statuscode: 404"}
     assert kube.spec(evidence.isvc)["predictor"]["logger"]["url"].startswith("http://message-dumper")
+
+
+def test_liveness_timeouts_under_load_kill_a_serving_engine(bundles: dict[str, dict[str, bytes]]) -> None:
+    """llm-d/llm-d-benchmark PR #1734: a default 1 s liveness timeout kills a busy engine that had served."""
+    assert load_spec("liveness-timeouts-under-load").source == "https://github.com/llm-d/llm-d-benchmark/pull/1734"
+    evidence = evidence_of(bundles["liveness-timeouts-under-load"])
+    restarted = [pod for pod in evidence.of(kinds.POD) if kube.restart_count(pod)]
+    assert len(restarted) == 1 and all(kube.pod_ready(pod) for pod in evidence.of(kinds.POD))
+    (pod,) = restarted
+    assert serving_status(pod)["lastState"]["terminated"]["exitCode"] == 137
+    liveness = [
+        str(event.get("message"))
+        for event in evidence.events_about("Pod", kube.name(pod))
+        if event.get("reason") == "Unhealthy" and "Liveness" in str(event.get("message"))
+    ]
+    assert len(liveness) == 1 and "context deadline exceeded" in liveness[0]
+    previous = next(log for log in evidence.logs_of(kube.name(pod)) if log.previous)
+    assert "Application startup complete." in previous.text and "Avg prompt throughput" in previous.text

@@ -129,7 +129,7 @@ class EventBuilder:
             events += self.unhealthy(pod, base)
         if pod.stopping is not None:
             events += self.stopped(pod, base)
-        if pod.liveness_failures:
+        if pod.liveness_failures or pod.busy_liveness_failures:
             events += self.liveness(pod, base)
         if pod.back_offs:
             involved = {**base, "fieldPath": f"spec.containers{{{SERVING_CONTAINER}}}"}
@@ -220,18 +220,15 @@ class EventBuilder:
         probe: Any = liveness_probe(self.plan.spec) or {}
         involved = {**base, "fieldPath": f"spec.containers{{{SERVING_CONTAINER}}}"}
         host = pod.node.name if pod.node else ""
-        failures = pod.liveness_failures
+        port = self.plan.spec.isvc.container_port
+        groups = (
+            (f"Liveness probe failed: {_refused(probe, pod.ip, port)}", pod.liveness_failures),
+            (f"Liveness probe failed: {_timed_out(probe, pod.ip, port)}", pod.busy_liveness_failures),
+        )
         events = [
-            self.event(
-                involved,
-                "Unhealthy",
-                f"Liveness probe failed: {_refused(probe, pod.ip, self.plan.spec.isvc.container_port)}",
-                failures[0],
-                failures[-1],
-                len(failures),
-                True,
-                host=host,
-            )
+            self.event(involved, "Unhealthy", message, failures[0], failures[-1], len(failures), True, host=host)
+            for message, failures in groups
+            if failures
         ]
         kills = [run.killed_at for run in pod.runs if run.killed_at is not None]
         if kills:

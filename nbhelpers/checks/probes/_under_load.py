@@ -80,6 +80,7 @@ def _busy_failures(facts: ProbeFacts, load: PodLoad) -> BusyFailures | None:
     kinds: set[str] = set()
     moments: list[datetime] = []
     lines: list[str] = []
+    kills = 0
     for container in (facts.container_name, QUEUE_PROXY):
         for event, line in container_probe_events(facts.evidence, load.name, container):
             message = str(event.get("message") or event.get("note") or "")
@@ -88,6 +89,8 @@ def _busy_failures(facts: ProbeFacts, load: PodLoad) -> BusyFailures | None:
                 continue
             if event.get("reason") == "Unhealthy" and not _TIMEOUT.search(message):
                 continue  # refused connections belong to a (re)load, not to a busy engine
+            if event.get("reason") == "Killing":
+                kills += int(event.get("count") or 1)
             kind = _KIND.search(message)
             if kind is not None and kind.group(1).lower() != "startup":
                 kinds.add(kind.group(1).lower())
@@ -95,7 +98,7 @@ def _busy_failures(facts: ProbeFacts, load: PodLoad) -> BusyFailures | None:
             lines.append(line)
     if not moments or not kinds:
         return None
-    killed = _served_kill(load, served_at)
+    killed = _served_kill(load, served_at, kills)
     return BusyFailures(load, served_at, served_how, frozenset(kinds), min(moments), max(moments), killed, tuple(lines))
 
 
@@ -143,14 +146,15 @@ def _first_request_line(facts: ProbeFacts, pod: str, previous: bool) -> datetime
     return None
 
 
-def _served_kill(load: PodLoad, served_at: datetime) -> str:
+def _served_kill(load: PodLoad, served_at: datetime, kills: int) -> str:
     """Why this pod's last restart killed an engine that had served (by ``served_at``), or ""."""
     previous = load.previous
-    if load.restarts == 0 or previous is None or previous.ended_at is None or previous.ended_at <= served_at:
+    if load.restarts == 0 or previous is None:
         return ""
-    if load.events.kills.get("liveness"):
-        return f"the kubelet killed the container for failed liveness probes ×{load.events.kills['liveness']}"
-    if previous.exit_code in _KILL_EXIT_CODES and previous.reason != "OOMKilled":
+    if kills:
+        return f"the kubelet killed the container for failed liveness probes ×{kills}"
+    started = previous.started_at
+    if previous.exit_code in _KILL_EXIT_CODES and previous.reason != "OOMKilled" and started and started <= served_at:
         return f"the previous run, which had served, was killed (exit code {previous.exit_code})"
     return ""
 
