@@ -907,7 +907,7 @@ def test_liveness_timeouts_on_a_busy_serving_engine() -> None:
     assert_valid_patch(finding, objects)
 
 
-def test_readiness_timeouts_only_are_a_warning() -> None:
+def test_readiness_timeouts_only_are_a_note() -> None:
     objects = load_case(
         *UNDER_LOAD,
         drop=(
@@ -921,7 +921,7 @@ def test_readiness_timeouts_only_are_a_warning() -> None:
     status.pop("lastState")
     logs = {(RAW_POD_NAME, "kserve-container"): UNDER_LOAD_LOGS[(RAW_POD_NAME, "kserve-container.previous")]}
     finding = only(probes.run(evidence_of(objects, logs=logs, metrics=busy_metrics(48, 12))), "PROBE_FAILS_UNDER_LOAD")
-    assert finding.level is Severity.WARNING
+    assert finding.level is Severity.INFO  # a busy pod out of rotation for a while: a blip, not a fault
     assert finding.title == "readiness probe times out on a busy engine that was serving"
     (container,) = _patch_body(finding)["spec"]["predictor"]["containers"]
     assert container["readinessProbe"]["timeoutSeconds"] == 10
@@ -995,3 +995,27 @@ def test_raw_deployment_never_asks_for_the_knative_version() -> None:
         probes.run(evidence_of(load_case(*RAW_LOOP), logs=RAW_LOOP_LOGS)), "PROBE_LIVENESS_KILLS_DURING_LOAD"
     )
     assert "Knative" not in finding.remediation
+
+
+def test_a_kill_of_a_serving_engine_without_its_event_is_read_from_the_exit_code() -> None:
+    """The Killing event aged out: the previous run, which had served, ended with exit code 137."""
+    objects = load_case(*UNDER_LOAD, drop=("Event/llm/vllm-llm-predictor-6d5f8b7c9-q8w2e.killing",))
+    findings = probes.run(evidence_of(objects, logs=UNDER_LOAD_LOGS, metrics=busy_metrics(48, 12)))
+    finding = only(findings, "PROBE_FAILS_UNDER_LOAD")
+    assert finding.level is Severity.CRITICAL
+    assert "the previous run, which had served, was killed (exit code 137)" in finding.summary
+
+
+def test_a_readiness_blip_on_a_busy_engine_is_only_a_note() -> None:
+    """healthy-readiness-blip's case in RawDeployment: readiness timed out for 30 s on an engine serving for days."""
+    stats = (
+        "(APIServer pid=1) INFO [loggers.py:123] Engine 000: Avg prompt throughput: 905.1 tokens/s, "
+        "Avg generation throughput: 1702.4 tokens/s, Running: 38 reqs, Waiting: 4 reqs"
+    )
+    logs = {(RAW_POD_NAME, "kserve-container"): stamped("2026-01-15T11:30:00", [(0.0, stats), (600.0, stats)])}
+    objects = load_case(RAW, "checks/healthy/probes_readiness_blip.yaml")
+    findings = probes.run(evidence_of(objects, logs=logs))
+    assert serious(findings) == []
+    note = only(findings, "PROBE_FAILS_UNDER_LOAD")
+    assert note.level is Severity.INFO
+    assert "the current run logged served requests from 2026-01-15T11:30:00Z" in note.summary
