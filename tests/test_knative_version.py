@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from builders import evidence_from_objects
 
+from nbhelpers.evidence.gather import gather
+from nbhelpers.evidence.model import Target
 from nbhelpers.facts import knative_version
+from nbhelpers.scenarios import generate, load_spec
+from nbhelpers.sources.bundle import open_bundle
 
 
 def _evidence(labels: dict[str, str] | None) -> knative_version.KnativeVersion:
@@ -52,3 +58,13 @@ def test_no_config_map_read_is_unknown_and_says_why() -> None:
     version = _evidence(None)
     assert version.release is None
     assert version.describe() == "Knative Serving version unknown (no ConfigMap of knative-serving was read)"
+
+
+def test_a_generated_serverless_scenario_carries_its_knative_release() -> None:
+    cluster, metrics, manifest = open_bundle(Path("<scenario>"), generate(load_spec("healthy-serverless")))
+    evidence = gather(
+        cluster, metrics, Target(manifest.namespace, manifest.isvc), manifest.window, manifest.captured_at
+    )
+    version = knative_version.serving_version(evidence)
+    assert version.release == (1, 15, 2)
+    assert version.allows_startup_probe is True

@@ -1755,7 +1755,13 @@ class ObjectBuilder:
                         KNATIVE_SYSTEM,
                         make_uid(self.rng),
                         installed,
-                        {"app.kubernetes.io/name": "knative-serving"},
+                        # Knative's release manifests label what they install with the release (1.15.2).
+                        {"app.kubernetes.io/name": "knative-serving"}
+                        | (
+                            {"app.kubernetes.io/version": self.spec.cluster.knative}
+                            if self.spec.cluster.knative
+                            else {}
+                        ),
                         generation=None,
                     ),
                     "data": data,
