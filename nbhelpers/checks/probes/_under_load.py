@@ -9,7 +9,9 @@ health deadline restarted healthy nodes several times a day).
 
 What separates this from a kill during the load (``PROBE_LIVENESS_KILLS_DURING_LOAD``) is the order of
 events: the run logged that it serves (or the pod turned Ready) before the probe failed, the failures are
-timeouts rather than refused connections, and requests were running when they came.
+timeouts rather than refused connections, and requests were running when they came. On Serverless the kubelet
+probes queue-proxy, which answers 503 when its own check of the engine times out: that event does not say
+"timeout", so there only the kubelet's liveness timeouts count.
 """
 
 from __future__ import annotations
