@@ -133,6 +133,27 @@ def test_rejected_pods_explain_what_the_autoscaler_seems_to_do(effect: str) -> N
     assert effect in CAUSE_EDGES["RESOURCES_POD_CREATION_REJECTED"]
 
 
+@pytest.mark.parametrize("code", ["PROBE_SIDECAR_NOT_READY", "PROBE_FAILS_UNDER_LOAD"])
+@pytest.mark.parametrize(
+    "effect", ["ENDPOINTS_NONE_READY", "ROUTING_REVISION_NOT_READY", "CONTAINER_FAILING_UNKNOWN_CAUSE"]
+)
+def test_probe_codes_added_for_issue_14_explain_unready_pods(code: str, effect: str) -> None:
+    assert effect in CAUSE_EDGES[code]
+    assert "ISVC_NOT_READY" in reachable(code)
+
+
+def test_probe_kills_under_load_have_no_edge_to_the_queue() -> None:
+    """A kill under load leaves a queue behind, but an edge to QUEUE_SATURATION would let every cause of failing
+    probes (a port mismatch, an OOM) explain every queue and timeout finding through it. The critical kill still
+    ranks before the queue's warning by severity."""
+    assert "QUEUE_SATURATION" not in reachable("PROBE_FAILS_UNDER_LOAD")
+    assert "TIMEOUT_LB_DEFAULT" not in reachable("PORT_MISMATCH")
+    assert rank_root_causes([_finding("QUEUE_SATURATION"), _finding("PROBE_FAILS_UNDER_LOAD")], STEP_IDS) == [
+        "PROBE_FAILS_UNDER_LOAD",
+        "QUEUE_SATURATION",
+    ]
+
+
 def test_paths_through_absent_codes_count() -> None:
     # GPU_OOM -> PROBE_* -> ENDPOINTS_NONE_READY -> ISVC_NOT_READY
     assert "ISVC_NOT_READY" in reachable("VLLM_MEMORY_UTILIZATION_RISKY")

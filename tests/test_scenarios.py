@@ -72,6 +72,8 @@ SHIPPED = (
     "engine-gated-model-403",
     "knative-revision-timeout-long-generations",
     "old-vllm-histogram-cap-behind-nginx",
+    "agent-readiness-404",
+    "liveness-timeouts-under-load",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -1324,3 +1326,43 @@ def test_the_outer_gateway_answer_keeps_only_requests_to_knative_local_gateway()
     (series,) = answer(store, "istio_outer_gateway_by_code", 1150.0, 1250.0, 15)
     assert series.labels == {"response_code": "504", "response_flags": "UT", "request_host": "a.b"}
     assert all(value == pytest.approx(0.2) for _, value in series.samples)
+
+
+def test_agent_readiness_404_keeps_serving_pods_out_of_rotation(bundles: dict[str, dict[str, bytes]]) -> None:
+    """kserve/kserve#5341: each pod 1/2 Running, kserve-container ready, the agent answering its probe with 404."""
+    assert load_spec("agent-readiness-404").source == "https://github.com/kserve/kserve/issues/5341"
+    evidence = evidence_of(bundles["agent-readiness-404"])
+    pods = evidence.of(kinds.POD)
+    assert len(pods) == 2
+    for pod in pods:
+        statuses = {status["name"]: status for status in kube.status(pod)["containerStatuses"]}
+        assert not kube.pod_ready(pod)
+        assert statuses["kserve-container"]["ready"] and not statuses["agent"]["ready"]
+        assert kube.condition(pod, "Ready")["message"] == "containers with unready status: [agent]"
+        agent = next(c for c in kube.containers(kube.spec(pod)) if c["name"] == "agent")
+        assert agent["readinessProbe"]["httpGet"]["path"] == "/"
+    agent_failures = {
+        str(event.get("message"))
+        for event in evidence.events
+        if event.get("reason") == "Unhealthy" and event["involvedObject"].get("fieldPath") == "spec.containers{agent}"
+    }
+    assert agent_failures == {"Readiness probe failed: HTTP probe failed with statuscode: 404"}
+    assert kube.spec(evidence.isvc)["predictor"]["logger"]["url"].startswith("http://message-dumper")
+
+
+def test_liveness_timeouts_under_load_kill_a_serving_engine(bundles: dict[str, dict[str, bytes]]) -> None:
+    """llm-d/llm-d-benchmark PR #1734: a default 1 s liveness timeout kills a busy engine that had served."""
+    assert load_spec("liveness-timeouts-under-load").source == "https://github.com/llm-d/llm-d-benchmark/pull/1734"
+    evidence = evidence_of(bundles["liveness-timeouts-under-load"])
+    restarted = [pod for pod in evidence.of(kinds.POD) if kube.restart_count(pod)]
+    assert len(restarted) == 1 and all(kube.pod_ready(pod) for pod in evidence.of(kinds.POD))
+    (pod,) = restarted
+    assert serving_status(pod)["lastState"]["terminated"]["exitCode"] == 137
+    liveness = [
+        str(event.get("message"))
+        for event in evidence.events_about("Pod", kube.name(pod))
+        if event.get("reason") == "Unhealthy" and "Liveness" in str(event.get("message"))
+    ]
+    assert len(liveness) == 1 and "context deadline exceeded" in liveness[0]
+    previous = next(log for log in evidence.logs_of(kube.name(pod)) if log.previous)
+    assert "Application startup complete." in previous.text and "Avg prompt throughput" in previous.text

@@ -11,7 +11,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from nbhelpers.scenarios.objects import QUEUE_IMAGE, custom_metric_error, unschedulable_message
+from nbhelpers.scenarios.objects import (
+    AGENT_CONTAINER,
+    AGENT_IMAGE,
+    QUEUE_IMAGE,
+    custom_metric_error,
+    unschedulable_message,
+)
 from nbhelpers.scenarios.state import (
     Plan,
     PodPlan,
@@ -119,11 +125,14 @@ class EventBuilder:
         events += self.container_starts(pod, base, SERVING_CONTAINER, self.plan.spec.isvc.image, 0.0)
         if self.plan.serverless:
             events += self.container_starts(pod, base, "queue-proxy", QUEUE_IMAGE, 0.15)
+        if pod.sidecar_started is not None:
+            events += self.container_starts(pod, base, AGENT_CONTAINER, AGENT_IMAGE, 0.2)
+            events += self.agent_unhealthy(pod, base)
         if pod.probe_failures or pod.blip_failures:
             events += self.unhealthy(pod, base)
         if pod.stopping is not None:
             events += self.stopped(pod, base)
-        if pod.liveness_failures:
+        if pod.liveness_failures or pod.busy_liveness_failures:
             events += self.liveness(pod, base)
         if pod.back_offs:
             involved = {**base, "fieldPath": f"spec.containers{{{SERVING_CONTAINER}}}"}
@@ -226,18 +235,15 @@ class EventBuilder:
         probe: Any = liveness_probe(self.plan.spec) or {}
         involved = {**base, "fieldPath": f"spec.containers{{{SERVING_CONTAINER}}}"}
         host = pod.node.name if pod.node else ""
-        failures = pod.liveness_failures
+        port = self.plan.spec.isvc.container_port
+        groups = (
+            (f"Liveness probe failed: {_refused(probe, pod.ip, port)}", pod.liveness_failures),
+            (f"Liveness probe failed: {_timed_out(probe, pod.ip, port)}", pod.busy_liveness_failures),
+        )
         events = [
-            self.event(
-                involved,
-                "Unhealthy",
-                f"Liveness probe failed: {_refused(probe, pod.ip, self.plan.spec.isvc.container_port)}",
-                failures[0],
-                failures[-1],
-                len(failures),
-                True,
-                host=host,
-            )
+            self.event(involved, "Unhealthy", message, failures[0], failures[-1], len(failures), True, host=host)
+            for message, failures in groups
+            if failures
         ]
         kills = [run.killed_at for run in pod.runs if run.killed_at is not None]
         if kills:
@@ -307,6 +313,19 @@ class EventBuilder:
             for message, failures in groups
             if failures
         ]
+
+    def agent_unhealthy(self, pod: PodPlan, base: dict[str, Any]) -> list[KubeObject]:
+        """The agent's own readiness probe on '/', every 10 s from its start: 404, the path it does not serve."""
+        assert pod.sidecar_started is not None
+        first = pod.sidecar_started + timedelta(seconds=2.5)
+        if first >= self.plan.spec.timeline.captured_at:
+            return []
+        count = int((self.plan.spec.timeline.captured_at - first).total_seconds() // 10) + 1
+        last = first + timedelta(seconds=10 * (count - 1))
+        involved = {**base, "fieldPath": f"spec.containers{{{AGENT_CONTAINER}}}"}
+        message = "Readiness probe failed: HTTP probe failed with statuscode: 404"
+        host = pod.node.name if pod.node else ""
+        return [self.event(involved, "Unhealthy", message, first, last, count, True, host=host)]
 
     def workload_events(self) -> list[KubeObject]:
         """The Deployment's scaling decisions and the ReplicaSet's pod creations and deletions.

@@ -23,7 +23,7 @@ from nbhelpers.metrics import catalog, openmetrics
 from nbhelpers.scenarios.answers import RawStore, answer
 from nbhelpers.scenarios.events import build_events
 from nbhelpers.scenarios.logs import queue_proxy_log, vllm_log
-from nbhelpers.scenarios.objects import ObjectBuilder
+from nbhelpers.scenarios.objects import AGENT_CONTAINER, ObjectBuilder
 from nbhelpers.scenarios.spec import ScenarioSpec
 from nbhelpers.scenarios.state import Plan, custom_metrics_api_missing, plan, stale_hpa_target
 from nbhelpers.scenarios.traffic import Simulation, simulate
@@ -147,6 +147,8 @@ def build_logs(scenario: Plan, simulation: Simulation) -> dict[tuple[str, str, s
             logs[(namespace, pod.name, kube.SERVING_CONTAINER, True)] = vllm_log(scenario, pod, terminated[-1], states)
         if scenario.serverless:
             logs[(namespace, pod.name, "queue-proxy", False)] = queue_proxy_log(scenario, pod)
+        if pod.sidecar_started is not None:
+            logs[(namespace, pod.name, AGENT_CONTAINER, False)] = ""  # nothing the evidence needs from it
     return logs
 
 

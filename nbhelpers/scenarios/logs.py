@@ -228,6 +228,10 @@ def vllm_log(plan: Plan, pod: PodPlan, run: Run, states: tuple[TickState, ...]) 
     end = run.killed_at or run.ended or spec.timeline.captured_at
     if pod.listening is not None and run.ended is None:
         lines.extend(_stats_lines(pod.listening, states, end, plan.kv.max_num_seqs, rng))
+    elif run.killed_at is not None and run.ended is not None and pod.serving(run.killed_at - timedelta(seconds=1)):
+        # A serving engine the kubelet killed (liveness_timeouts_under_load): it logged its stats until the kill.
+        served_from = run.started + timedelta(seconds=pod.load_seconds)
+        lines.extend(_stats_lines(served_from, states, end, plan.kv.max_num_seqs, rng))
     return "".join(f"{kubelet_stamp(moment)} {text}\n" for moment, text in lines if moment < end)
 
 

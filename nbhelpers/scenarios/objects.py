@@ -34,6 +34,7 @@ from nbhelpers.scenarios.state import (
     declared_resources,
     effective_resources,
     liveness_probe,
+    logger_url,
     make_uid,
     nginx_timeout_seconds,
     restart_back_off,
@@ -59,6 +60,9 @@ ISTIO_LOCAL_GATEWAY = "knative-local-gateway.istio-system.svc.cluster.local"
 KOURIER_INTERNAL = "kourier-internal.kourier-system.svc.cluster.local"
 NGINX_ANNOTATION_PREFIX = "nginx.ingress.kubernetes.io/"
 QUEUE_IMAGE = "gcr.io/knative-releases/knative.dev/serving/cmd/queue:v1.15.2"
+AGENT_IMAGE = "kserve/agent:v0.15.2"
+AGENT_CONTAINER = "agent"
+AGENT_PORT = 9081
 MONITORING = "monitoring"
 ADAPTER_LABELS = {"app.kubernetes.io/name": "prometheus-adapter", "app.kubernetes.io/instance": "prometheus-adapter"}
 ADAPTER_IMAGE = "registry.k8s.io/prometheus-adapter/prometheus-adapter:v0.12.0"
@@ -241,10 +245,45 @@ class ObjectBuilder:
             "terminationMessagePolicy": "File",
         }
 
+    def agent(self) -> KubeObject:
+        """The KServe agent the pod webhook injects for request logging. It receives the owner's readiness probe
+        (SERVING_READINESS_PROBE) and serves that path; its own readinessProbe stays on '/', as in KServe before
+        PR #5345 (kserve/kserve#5341)."""
+        probe = self.isvc.readiness_probe or {"tcpSocket": {"port": self.isvc.container_port}}
+        return {
+            "name": AGENT_CONTAINER,
+            "image": AGENT_IMAGE,
+            "imagePullPolicy": "IfNotPresent",
+            "args": [
+                "--enable-puller=false",
+                "--enable-logger",
+                "--log-url",
+                str(logger_url(self.spec)),
+                "--log-mode",
+                "all",
+                "--component-port",
+                str(self.isvc.container_port),
+            ],
+            "ports": [{"containerPort": AGENT_PORT, "name": "agent-port", "protocol": "TCP"}],
+            "env": [{"name": "SERVING_READINESS_PROBE", "value": json.dumps(_probe(probe), sort_keys=True)}],
+            "readinessProbe": {
+                "httpGet": {"path": "/", "port": AGENT_PORT, "scheme": "HTTP"},
+                "periodSeconds": 10,
+                "timeoutSeconds": 1,
+                "successThreshold": 1,
+                "failureThreshold": 3,
+            },
+            "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File",
+        }
+
     def pod_spec(self, for_pod: bool) -> KubeObject:
         containers = [self.serving_container(for_pod)]
         if self.plan.serverless:
             containers.append(self.queue_proxy())
+        if logger_url(self.spec):
+            containers.append(self.agent())
         return {
             "containers": containers,
             "volumes": [
@@ -283,6 +322,8 @@ class ObjectBuilder:
                 predictor["model"]["readinessProbe"] = json.loads(json.dumps(isvc.readiness_probe))
             if liveness:
                 predictor["model"]["livenessProbe"] = json.loads(json.dumps(liveness))
+        if logger_url(self.spec):
+            predictor["logger"] = {"mode": "all", "url": logger_url(self.spec)}
         if isvc.scale_target is not None:
             predictor["scaleTarget"] = isvc.scale_target
             predictor["scaleMetric"] = "concurrency" if plan.serverless else "cpu"
@@ -654,10 +695,14 @@ class ObjectBuilder:
         # Ready turns False when the kubelet first reports the pod, True when the probe first passes (again, after
         # a restart or a readiness blip: the condition keeps only its latest transition).
         ready_time = pod.ready_since or scheduled + timedelta(seconds=1)
-        statuses = [self._serving_status(pod, ready)]
+        engine_ready = ready or (pod.engine_ready_at is not None and pod.engine_ready_at <= self.captured)
+        statuses = [self._serving_status(pod, engine_ready)]
         if plan.serverless:
             queue_state = {"running": {"startedAt": _at(pod.started + timedelta(milliseconds=150))}}
             statuses.append(self._container_status("queue-proxy", QUEUE_IMAGE, queue_state, ready))
+        if pod.sidecar_started is not None:
+            agent_state = {"running": {"startedAt": _at(pod.sidecar_started)}}
+            statuses.insert(0, self._container_status(AGENT_CONTAINER, AGENT_IMAGE, agent_state, False))
         return {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -673,14 +718,14 @@ class ObjectBuilder:
                         ready,
                         ready_time,
                         "" if ready else "ContainersNotReady",
-                        "" if ready else self._not_ready_message(),
+                        "" if ready else self._not_ready_message(statuses),
                     ),
                     _condition(
                         "ContainersReady",
                         ready,
                         ready_time,
                         "" if ready else "ContainersNotReady",
-                        "" if ready else self._not_ready_message(),
+                        "" if ready else self._not_ready_message(statuses),
                     ),
                     _condition("PodScheduled", True, scheduled),
                 ],
@@ -717,9 +762,9 @@ class ObjectBuilder:
         } <= set(limits)
         return "Guaranteed" if guaranteed and not self.plan.serverless else "Burstable"
 
-    def _not_ready_message(self) -> str:
-        names = "[kserve-container queue-proxy]" if self.plan.serverless else "[kserve-container]"
-        return f"containers with unready status: {names}"
+    def _not_ready_message(self, statuses: list[KubeObject]) -> str:
+        names = " ".join(str(status["name"]) for status in statuses if not status["ready"])
+        return f"containers with unready status: [{names}]"
 
     def _container_id(self) -> str:
         return f"containerd://{self.rng.getrandbits(256):064x}"
@@ -1762,7 +1807,13 @@ class ObjectBuilder:
                         KNATIVE_SYSTEM,
                         make_uid(self.rng),
                         installed,
-                        {"app.kubernetes.io/name": "knative-serving"},
+                        # Knative's release manifests label what they install with the release (1.15.2).
+                        {"app.kubernetes.io/name": "knative-serving"}
+                        | (
+                            {"app.kubernetes.io/version": self.spec.cluster.knative}
+                            if self.spec.cluster.knative
+                            else {}
+                        ),
                         generation=None,
                     ),
                     "data": data,

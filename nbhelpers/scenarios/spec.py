@@ -90,6 +90,15 @@ INGRESSES = ("istio", "nginx", "kourier")
 #   (Secret hf-token, key token) and the Secret (or that key in it) does not exist in the namespace; the kubelet cannot
 #   build the container's environment, so the container is never created: waiting CreateContainerConfigError, retried
 #   on every pod sync (https://github.com/gyliu513/langX101/pull/390: 'secret "llm-d-hf-token" not found').
+# - agent_readiness_not_served (logger_url): request logging injects the KServe agent (port 9081) beside a
+#   RawDeployment vLLM whose owner wrote an httpGet readinessProbe on a path of its own. KServe hands that probe to
+#   the agent, which then serves only that path, while its own readinessProbe stays on '/' (KServe before PR
+#   #5345): the kubelet gets 404, the agent never turns ready and the pod stays 1/2 Running although vLLM serves
+#   (kserve/kserve#5341).
+# - liveness_timeouts_under_load (liveness_probe, at, pod default 0): a liveness probe with the kubelet's default
+#   timeoutSeconds of 1 on an engine that served; at ``at``, under the traffic's peak, /health answers too slowly and
+#   the probe times out failureThreshold times in a row: the kubelet kills the serving container (exit 137) and it
+#   loads the model again (llm-d/llm-d-benchmark PR #1734, scaleapi/llm-engine PR #255).
 FAULT_TYPES = (
     "port_mismatch",
     "routing_layer_mismatch",
@@ -113,6 +122,8 @@ FAULT_TYPES = (
     "tensor_parallel_above_gpus",
     "hf_token_secret_missing",
     "gated_model_access_not_granted",
+    "agent_readiness_not_served",
+    "liveness_timeouts_under_load",
 )
 # Faults that give the owner their own HPA on a Pods metric: one InferenceService has at most one of them.
 OWNER_HPA_FAULTS = ("custom_metrics_api_missing", "hpa_target_not_serving", "hpa_at_max", "hpa_target_above_capacity")
@@ -606,6 +617,14 @@ def _fault(fields: _Fields) -> Fault:
     elif fault_type == "custom_metrics_api_missing":
         fields.text("metric", "vllm:num_requests_waiting")
         fields.text("average_value", "10")
+    elif fault_type == "liveness_timeouts_under_load":
+        if fields.optional_mapping("liveness_probe") is None:
+            raise fields.fail("liveness_probe", "is required (the liveness probe that times out under load)")
+        params["at"] = fields.time("at")
+        if fields.integer("pod", 0) < 0:
+            raise fields.fail("pod", "must be a pod index")
+    elif fault_type == "agent_readiness_not_served":
+        fields.text("logger_url")
     elif fault_type == "batched_tokens_below_max_model_len":
         if fields.integer("max_num_batched_tokens") < 1:
             raise fields.fail("max_num_batched_tokens", "must be a positive number of tokens")
@@ -779,6 +798,25 @@ def _check_fault(spec: ScenarioSpec, fault: Fault, top: _Fields) -> None:
                 "faults",
                 f"liveness_kills_during_load: the probe allows {budget:g} s, the model loads in "
                 f"{isvc.model.load_seconds:g} s: nothing would be killed",
+            )
+    if fault.type == "liveness_timeouts_under_load":
+        budget = probe_budget_seconds(params["liveness_probe"])
+        served = spec.timeline.deployed_at + timedelta(seconds=isvc.model.load_seconds * 1.05 + 60)
+        if budget < isvc.model.load_seconds * 1.05 or not served < params["at"] < spec.timeline.captured_at:
+            raise top.fail(
+                "faults",
+                "liveness_timeouts_under_load: the probe must let the model load, and the kill come after it served "
+                "and before the capture",
+            )
+        if int(params.get("pod", 0)) >= isvc.min_replicas:
+            raise top.fail("faults", "liveness_timeouts_under_load: pod is not one of the min_replicas pods")
+    if fault.type == "agent_readiness_not_served":
+        path = str(((isvc.readiness_probe or {}).get("httpGet") or {}).get("path") or "/")
+        if isvc.deployment_mode != "RawDeployment" or path == "/":
+            raise top.fail(
+                "faults",
+                "agent_readiness_not_served: needs RawDeployment and an httpGet readiness_probe on a path other than "
+                "'/' (with '/' the agent's own probe finds its path)",
             )
     if fault.type == "gpu_unschedulable" and int(params.get("pending_pods", isvc.min_replicas)) > isvc.min_replicas:
         raise top.fail("faults", "gpu_unschedulable: pending_pods exceeds min_replicas")

@@ -167,6 +167,12 @@ class PodPlan:
     blip_failures: tuple[datetime, ...] = ()  # readiness failures of a pod that serves (history's blips)
     # The kubelet's syncs that could not build the serving container's config (a scheduled pod with no runs).
     config_error_syncs: tuple[datetime, ...] = ()
+    # A sidecar whose own readiness never passes (agent_readiness_not_served): the serving container turns ready
+    # at ``engine_ready_at`` while the pod stays not Ready; the sidecar's probe fails from ``sidecar_started``.
+    engine_ready_at: datetime | None = None
+    sidecar_started: datetime | None = None
+    # Liveness checks of a serving engine that time out under load (liveness_timeouts_under_load).
+    busy_liveness_failures: tuple[datetime, ...] = ()
 
     @property
     def scheduled(self) -> bool:
@@ -195,6 +201,16 @@ class PodPlan:
 
     def run_at(self, moment: datetime) -> Run | None:
         return next((run for run in self.runs if run.active(moment)), None)
+
+    def serving(self, moment: datetime) -> bool:
+        """The engine answers at ``moment``: the last run from ``listening`` on, or an earlier run that had loaded
+        and served until the kubelet killed it (liveness_timeouts_under_load)."""
+        if self.listening is not None and moment >= self.listening:
+            return True
+        run = self.run_at(moment)
+        if run is None or run.killed_at is None or run.ended is None:
+            return False
+        return run.started + timedelta(seconds=self.load_seconds) <= moment < run.killed_at
 
     def restarts_at(self, moment: datetime) -> int:
         return max(0, sum(1 for run in self.runs if run.started <= moment) - 1)
@@ -296,10 +312,27 @@ def apply_faults(spec: ScenarioSpec) -> tuple[str, ...]:
 def liveness_probe(spec: ScenarioSpec) -> Mapping[str, Any] | None:
     """The liveness probe in effect: the one a fault added, else the baseline's."""
     for fault in spec.faults:
-        if fault.type == "liveness_kills_during_load":
+        if fault.type in ("liveness_kills_during_load", "liveness_timeouts_under_load"):
             probe: Mapping[str, Any] = fault.params["liveness_probe"]
             return probe
     return spec.isvc.liveness_probe
+
+
+def busy_kill(spec: ScenarioSpec, index: int) -> datetime | None:
+    """When the kubelet kills pod ``index``'s serving engine for liveness timeouts under load (None: never)."""
+    for fault in spec.faults:
+        if fault.type == "liveness_timeouts_under_load" and int(fault.params.get("pod", 0)) == index:
+            at: datetime = fault.params["at"]
+            return at
+    return None
+
+
+def logger_url(spec: ScenarioSpec) -> str:
+    """The request-logging sink of an agent_readiness_not_served fault ("" without one): KServe injects its agent."""
+    for fault in spec.faults:
+        if fault.type == "agent_readiness_not_served":
+            return str(fault.params["logger_url"])
+    return ""
 
 
 def _copy(value: Mapping[str, Any]) -> dict[str, Any]:
@@ -560,6 +593,14 @@ def _pod_plan(
     start = created + timedelta(seconds=spec.isvc.image_pull_seconds + 2 + rng.uniform(0.2, 0.9))
     oom_after = oom_seconds(spec, load, plan_inputs.memory_limit_gib)
     restarts = [restart for restart in (spec.history.restarts if spec.history else ()) if restart.pod == index]
+    killed_busy = busy_kill(spec, index)
+    busy_failures: list[datetime] = []
+    if killed_busy is not None:
+        # The kubelet restarts a container killed for liveness at once (its first restart has no back-off).
+        ended = killed_busy + timedelta(seconds=plan_inputs.grace_seconds)
+        restarts = sorted([*restarts, Restart(index, ended, 1.0, "Error", 137)], key=lambda restart: restart.at)
+        _, period, threshold = _probe_schedule(plan_inputs.liveness)
+        busy_failures = [killed_busy - timedelta(seconds=period * n) for n in reversed(range(threshold))]
     first_ready: datetime | None = None
     spells: list[tuple[datetime, datetime]] = []
     lapsed_since: datetime | None = None  # a run that served has ended: not Ready until the next one is
@@ -598,12 +639,20 @@ def _pod_plan(
         else:
             restart = _restart_after(restarts, listening, captured)
             run = Run(start, restart.at, restart.reason, restart.exit_code) if restart else Run(start, None)
-        served = restart is not None  # a run the history ends after it served
+            if (
+                restart is not None
+                and killed_busy is not None
+                and restart.at == killed_busy + timedelta(seconds=plan_inputs.grace_seconds)
+            ):
+                run = Run(start, restart.at, restart.reason, restart.exit_code, killed_busy)
+        served = restart is not None  # a run the history (or a kill under load) ends after it served
         life.runs.append(run)
         end = run.ended or captured
         # A run still terminating at capture (killed, inside its grace period) never gets to listen.
         reachable = (
-            listening if (run.ended is None or served) and run.killed_at is None and listening < captured else None
+            listening
+            if (run.ended is None or served) and (run.killed_at is None or served) and listening < captured
+            else None
         )
         _readiness(spec, start, end, reachable, plan_inputs.probe_can_pass, life)
         if lapsed_since is not None:
@@ -617,7 +666,7 @@ def _pod_plan(
             # node is back, with no back-off (the container did not crash).
             assert restart is not None
             first_ready = first_ready or life.ready_at
-            lapsed_since, life.ready_at = run.ended, None
+            lapsed_since, life.ready_at = run.killed_at or run.ended, None
             start = run.ended + timedelta(seconds=restart.down_seconds)
             continue
         next_start = run.ended + timedelta(seconds=restart_back_off(len(life.runs)) + rng.uniform(0.5, 2.5))
@@ -627,6 +676,8 @@ def _pod_plan(
             sync += timedelta(seconds=KUBELET_SYNC_SECONDS + rng.uniform(0, 3))
         start = next_start
     node = spec.cluster.nodes[index % len(spec.cluster.nodes)]
+    ready_at = first_ready or life.ready_at
+    blocked = any(fault.type == "agent_readiness_not_served" for fault in spec.faults)
     return PodPlan(
         name=name,
         uid=uid,
@@ -637,7 +688,10 @@ def _pod_plan(
         runs=tuple(life.runs),
         load_seconds=load,
         listening=life.listening,
-        ready_at=first_ready or life.ready_at,
+        ready_at=None if blocked else ready_at,
+        engine_ready_at=ready_at if blocked else None,
+        busy_liveness_failures=tuple(busy_failures),
+        sidecar_started=life.runs[0].started + timedelta(seconds=0.2) if blocked and life.runs else None,
         probe_failures=tuple(life.readiness_failures),
         liveness_failures=tuple(life.liveness_failures),
         back_offs=tuple(life.back_offs),

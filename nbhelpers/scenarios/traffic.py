@@ -204,6 +204,7 @@ class _PodEngine:
     generation: int = 0
     preemptions: int = 0
     revision_cut: int = 0  # requests queue-proxy cut at the revision timeout (Serverless)
+    run_started: datetime | None = None  # the run whose queue ``backlog`` is: a new process starts empty
 
 
 def histogram_bounds(vllm_version: str) -> dict[str, tuple[float, ...]]:
@@ -351,7 +352,10 @@ class _Simulator:
         if not pod.alive(moment):
             return
         self.kube_state(pod, moment)
-        if self.scraped and pod.listening is not None and moment >= pod.listening:
+        if self.scraped and pod.serving(moment):
+            run = pod.run_at(moment)
+            if run is not None and run.started != engine.run_started:
+                engine.backlog, engine.run_started = 0.0, run.started
             self.engine_step(engine, moment, rate, seconds)
         if pod.runs and moment >= pod.started:
             self.gpu(pod, moment)

@@ -13,7 +13,17 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from check_cases import apply_patch, codes, evidence_of, json_merge_patch, load_case, only, rollout, serious
+from check_cases import (
+    apply_patch,
+    assert_valid_patch,
+    codes,
+    evidence_of,
+    json_merge_patch,
+    load_case,
+    only,
+    rollout,
+    serious,
+)
 
 from nbhelpers.checks import probes
 from nbhelpers.checks.probes._facts import ProbeFacts
@@ -748,3 +758,300 @@ def test_liveness_scenario_bundle_gets_a_startup_budget_that_covers_its_real_loa
     assert finding.title == "livenessProbe kills the container during the model load (90 s budget)"
     startup = _patch_body(finding)["spec"]["predictor"]["model"]["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= spec.isvc.model.load_seconds
+
+
+# --- PROBE_SIDECAR_NOT_READY ------------------------------------------------------------------------------
+
+AGENT_404 = (RAW, "checks/PROBE_SIDECAR_NOT_READY/raw_agent_404.yaml")
+
+
+def test_agent_answering_404_keeps_a_serving_pod_unready() -> None:
+    """kserve/kserve#5341: kserve-container ready, the agent's probe on '/' gets 404, the pod stays 1/2."""
+    objects = load_case(*AGENT_404)
+    findings = probes.run(evidence_of(objects))
+    finding = only(findings, "PROBE_SIDECAR_NOT_READY")
+    assert finding.level is Severity.CRITICAL
+    assert finding.objects == (ISVC_REF, RAW_POD)
+    assert finding.title == "agent sidecar not ready while the engine serves"
+    assert "kserve-container is ready: its own readiness probe (httpGet /health port 8080) passes" in finding.summary
+    assert "here the probe gets 404" in finding.summary
+    assert "agent readinessProbe: httpGet / port 9081" in finding.evidence
+    (container,) = _patch_body(finding)["spec"]["predictor"]["containers"]
+    assert container["readinessProbe"] == {"tcpSocket": {"port": 8080}, "periodSeconds": 10}
+    assert_valid_patch(finding, objects)
+    assert {f.code for f in serious(findings)} == {"PROBE_SIDECAR_NOT_READY"}
+
+
+def test_an_unready_agent_while_the_engine_loads_is_not_the_agent_s_fault() -> None:
+    """The engine is not shown serving (kserve-container not ready, no log): the agent only mirrors the load."""
+    objects = load_case(*AGENT_404)
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    for status in pod["status"]["containerStatuses"]:
+        status["ready"] = False
+    assert "PROBE_SIDECAR_NOT_READY" not in codes(probes.run(evidence_of(objects)))
+
+
+def test_a_sidecar_that_just_started_is_given_time() -> None:
+    objects = load_case(*AGENT_404)
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    pod["status"]["containerStatuses"][0]["state"] = {"running": {"startedAt": "2026-01-15T11:59:30Z"}}
+    assert "PROBE_SIDECAR_NOT_READY" not in codes(probes.run(evidence_of(objects)))
+
+
+def test_a_ready_agent_is_healthy() -> None:
+    objects = load_case(*AGENT_404)
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    for status in pod["status"]["containerStatuses"]:
+        status["ready"] = True
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]
+    assert serious(probes.run(evidence_of(objects))) == []
+
+
+def _serverless_pod_with(objects: list[dict], sidecar: str) -> dict:
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    pod["status"]["conditions"] = [
+        {"type": "Ready", "status": "False", "reason": "ContainersNotReady"},
+    ]
+    statuses = pod["status"]["containerStatuses"]
+    names = {status["name"] for status in statuses}
+    if sidecar not in names:
+        statuses.append(
+            {"name": sidecar, "restartCount": 0, "state": {"running": {"startedAt": "2026-01-15T09:00:20Z"}}}
+        )
+        pod["spec"]["containers"].append({"name": sidecar, "image": "docker.io/istio/proxyv2:1.22.0"})
+    for status in statuses:
+        status["ready"] = status["name"] != sidecar
+        status["state"] = {"running": {"startedAt": "2026-01-15T11:30:00Z"}}
+    return pod
+
+
+SERVING_LOG = {
+    (KNATIVE_POD_NAME, "kserve-container"): stamped(
+        "2026-01-15T11:30:00", [*vllm_start("/mnt/models"), *served_tail(61.0, 110.0)]
+    )
+}
+
+
+@pytest.mark.parametrize(
+    ("sidecar", "words"),
+    [
+        ("queue-proxy", "queue-proxy turns ready only when the readiness probe it runs"),
+        ("istio-proxy", "once envoy has received its configuration from istiod"),
+    ],
+)
+def test_serverless_sidecar_unready_after_the_log_shows_serving(sidecar: str, words: str) -> None:
+    objects = load_case(SERVERLESS)
+    _serverless_pod_with(objects, sidecar)
+    finding = only(probes.run(evidence_of(objects, logs=SERVING_LOG)), "PROBE_SIDECAR_NOT_READY")
+    assert finding.title == f"{sidecar} sidecar not ready while the engine serves"
+    assert "its log shows 'Application startup complete.' at 2026-01-15T11:31:50Z" in finding.summary
+    assert words in finding.summary
+    # Without the log, nothing shows the engine serving: queue-proxy and the mesh only mirror a load.
+    assert "PROBE_SIDECAR_NOT_READY" not in codes(probes.run(evidence_of(objects)))
+
+
+def test_native_sidecar_istio_proxy_is_read_from_init_container_statuses() -> None:
+    objects = load_case(SERVERLESS)
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    pod["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]
+    pod["spec"]["initContainers"] = [
+        {"name": "istio-proxy", "image": "docker.io/istio/proxyv2:1.22.0", "restartPolicy": "Always"}
+    ]
+    pod["status"]["initContainerStatuses"] = [
+        {
+            "name": "istio-proxy",
+            "ready": False,
+            "restartCount": 0,
+            "state": {"running": {"startedAt": "2026-01-15T11:29:50Z"}},
+        }
+    ]
+    pod["status"]["containerStatuses"][0]["state"] = {"running": {"startedAt": "2026-01-15T11:30:00Z"}}
+    finding = only(probes.run(evidence_of(objects, logs=SERVING_LOG)), "PROBE_SIDECAR_NOT_READY")
+    assert finding.title == "istio-proxy sidecar not ready while the engine serves"
+
+
+# --- PROBE_FAILS_UNDER_LOAD -------------------------------------------------------------------------------
+
+UNDER_LOAD = (RAW, "checks/PROBE_FAILS_UNDER_LOAD/raw_liveness_timeouts_busy.yaml")
+UNDER_LOAD_LOGS = {
+    (RAW_POD_NAME, "kserve-container.previous"): stamped(
+        "2026-01-15T09:00:10",
+        [
+            *vllm_start("/mnt/models"),
+            *served_tail(61.0, 100.0),
+            (
+                7800.0,
+                "(APIServer pid=1) INFO [loggers.py:123] Engine 000: Avg prompt throughput: 812.4 tokens/s, "
+                "Avg generation throughput: 1630.2 tokens/s, Running: 31 reqs, Waiting: 0 reqs",
+            ),
+            (9400.0, '(APIServer pid=1) INFO:     10.0.1.7:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK'),
+        ],
+    ),
+    (RAW_POD_NAME, "kserve-container"): stamped(
+        "2026-01-15T11:39:52", [*vllm_start("/mnt/models"), *served_tail(61.0, 98.0)]
+    ),
+}
+
+
+def busy_metrics(running: float, waiting: float) -> dict[str, dict[str, Any]]:
+    """vLLM's running and waiting requests of the pod, every minute of the window: ``running`` and ``waiting``
+    from 11:30 until the kill at 11:39:50, nothing during the reload, then a calmer load."""
+
+    def answer(metric_id: str, busy: float) -> dict[str, Any]:
+        spec = next(spec for spec in catalog.CATALOG if spec.id == metric_id)
+        values = []
+        for minute in range(0, 60):
+            moment = at("2026-01-15T11:00:00") + timedelta(minutes=minute)
+            if moment < at("2026-01-15T11:30:00"):
+                value = busy / 4
+            elif moment < at("2026-01-15T11:40:00"):
+                value = busy
+            elif moment < at("2026-01-15T11:42:00"):
+                value = 0.0
+            else:
+                value = busy / 2
+            values.append([moment.timestamp(), str(value)])
+        return {
+            "promql": catalog.render(spec, 0, "llm", "vllm-llm", 15),
+            "result": [{"metric": {"pod": RAW_POD_NAME}, "values": values}],
+        }
+
+    return {"vllm_running": answer("vllm_running", running), "vllm_waiting": answer("vllm_waiting", waiting)}
+
+
+def test_liveness_timeouts_on_a_busy_serving_engine() -> None:
+    objects = load_case(*UNDER_LOAD)
+    findings = probes.run(evidence_of(objects, logs=UNDER_LOAD_LOGS, metrics=busy_metrics(48, 12)))
+    finding = only(findings, "PROBE_FAILS_UNDER_LOAD")
+    assert finding.level is Severity.CRITICAL
+    assert "PROBE_LIVENESS_KILLS_DURING_LOAD" not in codes(findings)
+    assert finding.title == "liveness/readiness probe times out on a busy engine that was serving"
+    # The window cut the previous run's start-up lines: it served by having outlived its startupProbe.
+    assert "the previous run outlived its startupProbe budget, so the probe had passed by 2026-01-15T09:05:21Z" in (
+        finding.summary
+    )
+    assert "ran up to 48 requests and up to 12 waiting" in finding.summary
+    assert "the kubelet killed the container for failed liveness probes ×1" in finding.summary
+    (container,) = _patch_body(finding)["spec"]["predictor"]["containers"]
+    assert container["livenessProbe"] == {
+        "httpGet": {"path": "/health", "port": 8080},
+        "periodSeconds": 10,
+        "failureThreshold": 6,
+        "timeoutSeconds": 10,
+    }
+    assert "startupProbe does not help" in finding.remediation
+    assert_valid_patch(finding, objects)
+
+
+def test_readiness_timeouts_only_are_a_note() -> None:
+    objects = load_case(
+        *UNDER_LOAD,
+        drop=(
+            "Event/llm/vllm-llm-predictor-6d5f8b7c9-q8w2e.liveness",
+            "Event/llm/vllm-llm-predictor-6d5f8b7c9-q8w2e.killing",
+        ),
+    )
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    status = pod["status"]["containerStatuses"][0]
+    status.update(restartCount=0, state={"running": {"startedAt": "2026-01-15T09:00:10Z"}})
+    status.pop("lastState")
+    logs = {(RAW_POD_NAME, "kserve-container"): UNDER_LOAD_LOGS[(RAW_POD_NAME, "kserve-container.previous")]}
+    finding = only(probes.run(evidence_of(objects, logs=logs, metrics=busy_metrics(48, 12))), "PROBE_FAILS_UNDER_LOAD")
+    assert finding.level is Severity.INFO  # a busy pod out of rotation for a while: a blip, not a fault
+    assert finding.title == "readiness probe times out on a busy engine that was serving"
+    (container,) = _patch_body(finding)["spec"]["predictor"]["containers"]
+    assert container["readinessProbe"]["timeoutSeconds"] == 10
+
+
+def test_timeouts_on_an_idle_engine_are_not_load() -> None:
+    """Nothing running when the probes timed out: a hang, not a busy engine."""
+    objects = load_case(*UNDER_LOAD)
+    findings = probes.run(evidence_of(objects, logs=UNDER_LOAD_LOGS, metrics=busy_metrics(0, 0)))
+    assert "PROBE_FAILS_UNDER_LOAD" not in codes(findings)
+
+
+def test_refused_connections_during_the_load_are_not_load() -> None:
+    """The restart loop of a model that never served: its failures are refused connections before serving."""
+    objects = load_case(*RAW_LOOP)
+    assert "PROBE_FAILS_UNDER_LOAD" not in codes(probes.run(evidence_of(objects, logs=RAW_LOOP_LOGS)))
+
+
+# --- startupProbe gated on the Knative release (knative/serving#10037, PR #15309 in 1.15) -------------------
+
+
+def _knative_config(labels: dict[str, str]) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "config-deployment", "namespace": "knative-serving", "labels": labels},
+        "data": {"queue-sidecar-image": "gcr.io/knative-releases/knative.dev/serving/cmd/queue"},
+    }
+
+
+def test_knative_before_1_15_gets_a_delayed_liveness_probe_not_a_startup_probe() -> None:
+    objects = [*load_case(*SERVERLESS_LOOP), _knative_config({"app.kubernetes.io/version": "1.14.2"})]
+    finding = only(probes.run(evidence_of(objects, logs=SERVERLESS_LOOP_LOGS)), "PROBE_LIVENESS_KILLS_DURING_LOAD")
+    assert finding.remediation.startswith(
+        "Knative Serving 1.14.2 (label app.kubernetes.io/version of ConfigMap knative-serving/config-deployment) "
+        "rejects a startupProbe"
+    )
+    body = _patch_body(finding)
+    # The same sizing as the startupProbe (620 s), as the liveness probe's delay; the progress deadline covers
+    # it and the liveness budget after it (650 s, 651 s worst case) + 60 s, rounded up to minutes.
+    assert body == {
+        "metadata": {"annotations": {"serving.knative.dev/progress-deadline": "720s"}},
+        "spec": {"predictor": {"model": {"livenessProbe": {"initialDelaySeconds": 620}}}},
+    }
+    patched = _knative_rollout(apply_patch(objects, finding))
+    _valid_pod(patched)
+    pod = next(obj for obj in patched if obj["kind"] == "Pod")
+    assert "startupProbe" not in pod["spec"]["containers"][0]
+
+
+def test_knative_1_15_and_later_gets_the_startup_probe() -> None:
+    objects = [*load_case(*SERVERLESS_LOOP), _knative_config({"app.kubernetes.io/version": "1.15.0"})]
+    finding = only(probes.run(evidence_of(objects, logs=SERVERLESS_LOOP_LOGS)), "PROBE_LIVENESS_KILLS_DURING_LOAD")
+    assert "startupProbe" in _patch_body(finding)["spec"]["predictor"]["model"]
+    assert "Knative accepts a startupProbe only from 1.15" not in finding.remediation
+
+
+def test_unknown_knative_version_offers_both() -> None:
+    objects = [*load_case(*SERVERLESS_LOOP), _knative_config({"app.kubernetes.io/version": "devel"})]
+    finding = only(probes.run(evidence_of(objects, logs=SERVERLESS_LOOP_LOGS)), "PROBE_LIVENESS_KILLS_DURING_LOAD")
+    assert "startupProbe" in _patch_body(finding)["spec"]["predictor"]["model"]
+    assert (
+        "Knative accepts a startupProbe only from 1.15 (knative/serving PR #15309) and the version is not visible "
+        "here (no release label on knative-serving/config-deployment)" in finding.remediation
+    )
+    assert "hold the livenessProbe back instead with initialDelaySeconds 620" in finding.remediation
+
+
+def test_raw_deployment_never_asks_for_the_knative_version() -> None:
+    finding = only(
+        probes.run(evidence_of(load_case(*RAW_LOOP), logs=RAW_LOOP_LOGS)), "PROBE_LIVENESS_KILLS_DURING_LOAD"
+    )
+    assert "Knative" not in finding.remediation
+
+
+def test_a_kill_of_a_serving_engine_without_its_event_is_read_from_the_exit_code() -> None:
+    """The Killing event aged out: the previous run, which had served, ended with exit code 137."""
+    objects = load_case(*UNDER_LOAD, drop=("Event/llm/vllm-llm-predictor-6d5f8b7c9-q8w2e.killing",))
+    findings = probes.run(evidence_of(objects, logs=UNDER_LOAD_LOGS, metrics=busy_metrics(48, 12)))
+    finding = only(findings, "PROBE_FAILS_UNDER_LOAD")
+    assert finding.level is Severity.CRITICAL
+    assert "the previous run, which had served, was killed (exit code 137)" in finding.summary
+
+
+def test_a_readiness_blip_on_a_busy_engine_is_only_a_note() -> None:
+    """healthy-readiness-blip's case in RawDeployment: readiness timed out for 30 s on an engine serving for days."""
+    stats = (
+        "(APIServer pid=1) INFO [loggers.py:123] Engine 000: Avg prompt throughput: 905.1 tokens/s, "
+        "Avg generation throughput: 1702.4 tokens/s, Running: 38 reqs, Waiting: 4 reqs"
+    )
+    logs = {(RAW_POD_NAME, "kserve-container"): stamped("2026-01-15T11:30:00", [(0.0, stats), (600.0, stats)])}
+    objects = load_case(RAW, "checks/healthy/probes_readiness_blip.yaml")
+    findings = probes.run(evidence_of(objects, logs=logs))
+    assert serious(findings) == []
+    note = only(findings, "PROBE_FAILS_UNDER_LOAD")
+    assert note.level is Severity.INFO
+    assert "the current run logged served requests from 2026-01-15T11:30:00Z" in note.summary

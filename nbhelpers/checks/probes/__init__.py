@@ -20,6 +20,10 @@ Probe budgets and load times come from :mod:`nbhelpers.models.load_time`. Decisi
 - **Killed during the load.** A restart counts when the kubelet's kill events (``failed liveness
   probe``) or a SIGKILL/SIGTERM exit come with a run that never served: its own log ends before
   ``Application startup complete.``, or it ended within the probe's budget.
+- **Sidecars.** A pod is Ready only when every container is: a KServe agent, queue-proxy or istio-proxy that
+  stays unready after the engine is shown serving keeps the pod out of rotation (``PROBE_SIDECAR_NOT_READY``).
+- **Failing under load.** Probe timeouts that come after the run served, with requests running, are a busy
+  engine answering ``/health`` slowly (``PROBE_FAILS_UNDER_LOAD``), fixed with timeouts, not a startup budget.
 - **Severity.** ``PROBE_READINESS_MISSING`` and ``PROBE_NOT_MODEL_AWARE`` are raised to critical only
   when a pod turned Ready before its server served and the edge saw 5xx in the window (docs/contracts.md#findingsjson-v1).
 """
@@ -30,6 +34,8 @@ from nbhelpers.checks.probes._budget import budget_findings
 from nbhelpers.checks.probes._facts import ProbeFacts
 from nbhelpers.checks.probes._not_model_aware import not_model_aware
 from nbhelpers.checks.probes._readiness import readiness_missing
+from nbhelpers.checks.probes._sidecars import sidecar_findings
+from nbhelpers.checks.probes._under_load import under_load_findings
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common
 from nbhelpers.findings.model import Finding
@@ -50,4 +56,6 @@ def run(evidence: Evidence) -> list[Finding]:
     if missing is not None:
         findings.append(missing)
     findings.extend(budget_findings(facts))
+    findings.extend(sidecar_findings(facts))
+    findings.extend(under_load_findings(facts))
     return findings

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from nbhelpers.checks.probes._facts import ProbeFacts
@@ -14,7 +15,7 @@ from nbhelpers.checks.probes._loads import PodLoad
 from nbhelpers.checks.probes._patches import PROGRESS_DEADLINE_ANNOTATION, new_probe, no_patch_reason, set_probe_plan
 from nbhelpers.checks.probes._probe import Probe, gating
 from nbhelpers.errors import RunbookError
-from nbhelpers.facts import common, engine_errors
+from nbhelpers.facts import common, engine_errors, knative_version
 from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.models import load_time
 from nbhelpers.models.load_time import LIVENESS, READINESS, STARTUP, ProbeBudget
@@ -164,6 +165,83 @@ def _startup_handler(facts: ProbeFacts) -> dict[str, Any] | None:
 
 
 def _startup_fix(facts: ProbeFacts) -> Fix:
+    """A startupProbe sized to the load; on Knative before 1.15, which rejects it, a delayed liveness probe."""
+    knative = knative_version.serving_version(facts.evidence) if facts.serverless else None
+    if knative is not None and knative.allows_startup_probe is False:
+        return _liveness_delay_fix(facts, knative)
+    fix = _startup_probe_fix(facts)
+    if knative is None or knative.allows_startup_probe:
+        return fix
+    alternative = _liveness_delay_text(facts)
+    caveat = (
+        f" Knative accepts a startupProbe only from 1.15 (knative/serving PR #15309) and the version is not "
+        f"visible here ({knative.source}); check it (kubectl get cm config-deployment -n "
+        f"{facts.evidence.site.knative_namespace} --show-labels). On an older Knative its webhook rejects the "
+        f"patch: {alternative}"
+    )
+    return replace(fix, what=fix.what + caveat)
+
+
+def _liveness_delay_text(facts: ProbeFacts) -> str:
+    delay = _liveness_delay(facts)
+    if delay is None:
+        return (
+            "hold the livenessProbe back with an initialDelaySeconds above the measured load, and raise the progress "
+            "deadline above it."
+        )
+    return (
+        f"hold the livenessProbe back instead with initialDelaySeconds {delay[0]} ({delay[1]}), and keep the "
+        f"progress deadline ({PROGRESS_DEADLINE_ANNOTATION}) above it."
+    )
+
+
+def _liveness_delay(facts: ProbeFacts) -> tuple[int, str] | None:
+    """(initialDelaySeconds, how it is sized): the sized load with the startup margin, rounded up to a period."""
+    sizing = facts.stats.sizing()
+    if sizing is None:
+        return None
+    seconds, how = sizing
+    liveness = next((p for p in facts.probes if p.kind == LIVENESS and p.run_by == "kubelet"), None)
+    period = liveness.budget.period if liveness is not None else 10
+    return period * load_time.startup_failure_threshold(seconds, period), f"{load_time.STARTUP_MARGIN}× {how}"
+
+
+def _liveness_delay_fix(facts: ProbeFacts, knative: knative_version.KnativeVersion) -> Fix:
+    """Knative before 1.15: no startupProbe, so the liveness probe waits out the load (knative/serving#10037)."""
+    head = (
+        f"{knative.describe()} rejects a startupProbe: its webhook accepts one only from 1.15 (knative/serving "
+        "PR #15309; issue #10037). Upgrade Knative to use one; until then "
+    )
+    delay = _liveness_delay(facts)
+    liveness = next((p for p in facts.probes if p.kind == LIVENESS and p.run_by == "kubelet"), None)
+    if delay is None or liveness is None:
+        return Fix(what=head + _liveness_delay_text(facts))
+    seconds = delay[0]
+    budget = ProbeBudget(
+        LIVENESS, seconds, liveness.budget.period, liveness.budget.failure_threshold, liveness.budget.timeout
+    )
+    deadline = _progress_deadline_needed(facts, budget)
+    what = head + (
+        f"hold the livenessProbe back with initialDelaySeconds {seconds} ({delay[1]}), rounded up to a period. The "
+        "price: a later run that hangs in its first minutes is restarted only after that delay. Readiness stays "
+        "as it is: queue-proxy runs it and holds traffic back until the engine serves."
+    )
+    if deadline is not None:
+        what += (
+            f" Knative gives up on a revision that is not ready within its progress deadline ({deadline[1]}): the "
+            f"patch also sets {PROGRESS_DEADLINE_ANNOTATION}: {deadline[0]}s on the InferenceService."
+        )
+    plan = set_probe_plan(
+        facts,
+        LIVENESS,
+        {"initialDelaySeconds": seconds},
+        timing_only=True,
+        annotation=deadline[0] if deadline else None,
+    )
+    return Fix.from_plan(what, plan, no_patch=no_patch_reason(facts))
+
+
+def _startup_probe_fix(facts: ProbeFacts) -> Fix:
     sizing = facts.stats.sizing()
     existing = next((probe for probe in facts.probes if probe.kind == STARTUP and probe.run_by == "kubelet"), None)
     period = existing.budget.period if existing is not None else 10

@@ -60,11 +60,35 @@ def probe_events(evidence: Evidence, pod: str, serving: str) -> ProbeEvents:
             kills[kind] = kills.get(kind, 0) + count
         else:
             continue
-        first, last = event_interval(event)
-        when = f"{format_time(first)} … {format_time(last)}" if first and last and first != last else ""
-        when = when or (format_time(last) if last else "time unknown")
-        lines.append(f"event {reason} on Pod {pod} ({container or 'pod'}) ×{count}, {when}: {message!r}")
+        lines.append(_event_line(event, pod, container))
     return ProbeEvents(failures, kills, tuple(lines))
+
+
+def container_probe_events(evidence: Evidence, pod: str, container: str) -> list[tuple[Mapping[str, Any], str]]:
+    """The kubelet's probe events (Unhealthy, and Killing for a failed probe) about one container of ``pod``,
+    each with its line for the evidence."""
+    found: list[tuple[Mapping[str, Any], str]] = []
+    for event in evidence.events_about("Pod", pod):
+        involved = event.get("involvedObject") or event.get("regarding") or {}
+        match = _FIELD_CONTAINER.search(str(involved.get("fieldPath") or ""))
+        if (match.group(1) if match else "") != container:
+            continue
+        message = str(event.get("message") or event.get("note") or "")
+        reason = str(event.get("reason") or "")
+        if (reason == "Unhealthy" and _PROBE_EVENT.match(message)) or (
+            reason == "Killing" and _KILL_EVENT.search(message)
+        ):
+            found.append((event, _event_line(event, pod, container)))
+    return found
+
+
+def _event_line(event: Mapping[str, Any], pod: str, container: str) -> str:
+    message = str(event.get("message") or event.get("note") or "")
+    count = int(event.get("count") or (event.get("series") or {}).get("count") or 1)
+    first, last = event_interval(event)
+    when = f"{format_time(first)} … {format_time(last)}" if first and last and first != last else ""
+    when = when or (format_time(last) if last else "time unknown")
+    return f"event {event.get('reason')} on Pod {pod} ({container or 'pod'}) ×{count}, {when}: {message!r}"
 
 
 @dataclass(frozen=True)

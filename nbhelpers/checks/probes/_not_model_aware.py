@@ -39,7 +39,7 @@ def _not_model_aware_finding(facts: ProbeFacts, probe: Probe, problem: str) -> F
         severity = Severity.CRITICAL
         summary += f" Raised to critical: {raised[0]}, and the window shows {raised[1]}."
     replacement = _model_aware_probe(facts, probe)
-    plan = _replace_probe_plan(facts, probe.kind, replacement) if replacement is not None else None
+    plan = replace_probe_plan(facts, probe.kind, replacement) if replacement is not None else None
     if replacement is not None:
         what = f"Let the {probe.kind} ask the server itself: {Probe(probe.kind, replacement, 'kubelet').target()}."
     else:
@@ -64,7 +64,7 @@ def _model_aware_probe(facts: ProbeFacts, probe: Probe) -> dict[str, Any] | None
     return new_probe(facts, probe.kind, timings)
 
 
-def _replace_probe_plan(facts: ProbeFacts, kind: str, probe: Mapping[str, Any]) -> patches.PatchPlan | None:
+def replace_probe_plan(facts: ProbeFacts, kind: str, probe: Mapping[str, Any]) -> patches.PatchPlan | None:
     """Replace a probe's handler where it is declared: KServe's field-by-field merge cannot drop the
     runtime's handler from the InferenceService, so a runtime's probe is changed in the runtime."""
     if _declared_by(facts, kind) != "runtime":
