@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from nbhelpers.scenarios import blocked
 from nbhelpers.scenarios.objects import QUEUE_IMAGE, custom_metric_error, unschedulable_message
 from nbhelpers.scenarios.state import (
     Plan,
@@ -423,9 +424,9 @@ class EventBuilder:
 
 def build_events(plan: Plan) -> list[KubeObject]:
     builder = EventBuilder(plan)
-    events = builder.workload_events()
+    events = blocked.adjust_events(builder, builder.workload_events())
     for pod in plan.pods:
-        events.extend(builder.pod_events(pod))
+        events.extend(blocked.pod_events(builder, pod) if blocked.is_blocked(plan, pod) else builder.pod_events(pod))
     isvc = plan.spec.isvc
     if isvc.deployment_mode == "RawDeployment" and isvc.autoscaler_class == "hpa":
         events.extend(builder.hpa_events())

@@ -425,6 +425,14 @@ class ObjectBuilder:
     def _revision_template(self) -> KubeObject:
         spec = self.pod_spec(for_pod=False)
         spec["containers"] = [spec["containers"][0]]
+        # KServe writes the Knative Service with the runtime's container merged with the InferenceService's, key by key
+        # (the API server defaults requests from limits only on the pods).
+        isvc_resources, runtime_resources = declared_resources(self.spec)
+        merged = {
+            section: {**runtime_resources.get(section, {}), **isvc_resources.get(section, {})}
+            for section in ("requests", "limits")
+        }
+        spec["containers"][0]["resources"] = {section: values for section, values in merged.items() if values}
         spec["containerConcurrency"] = 0
         spec["timeoutSeconds"] = 300
         return {
