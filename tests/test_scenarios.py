@@ -89,7 +89,7 @@ NEVER_RUNS_SOURCES = {
     "rejected-quota-sidecar": ("https://github.com/kserve/kserve/issues/1242", "RESOURCES_POD_CREATION_REJECTED"),
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
-GENERATION_BUDGET_SECONDS = 20.0  # 28 scenarios take about 9 s on an idle 2-core machine; room for a loaded one
+GENERATION_BUDGET_SECONDS = 20.0  # 21 scenarios take about 7 s on an idle 2-core machine; room for a loaded one
 
 
 @pytest.fixture(scope="module")

@@ -410,16 +410,30 @@ def adjust_objects(builder: ObjectBuilder, objects: list[KubeObject]) -> list[Ku
     fault = blocking_fault(plan.spec)
     if fault is None:
         return objects
-    if fault.type == "init_container_fails":
+    if fault.type in ("init_container_fails", "image_pull_fails"):
         for obj in objects:
-            if obj["kind"] == "InferenceService":
+            if obj["kind"] == "InferenceService" and fault.type == "init_container_fails":
                 obj["spec"]["predictor"]["model"]["storageUri"] = str(fault.params["storage_uri"])
+            if obj["kind"] == "HorizontalPodAutoscaler":
+                _no_pod_metrics(obj)
         return objects
     if fault.type == "image_digest_unresolved":
         return _digest_unresolved(plan, fault, objects)
     if fault.type == "pod_creation_rejected":
         return _creation_rejected(plan, fault, objects)
     return objects
+
+
+# metrics-server has no metrics for a pod none of whose containers runs: the HPA controller's metrics client finds
+# none for the selector (kubernetes pkg/controller/podautoscaler/metrics), before it looks at pod readiness.
+NO_POD_METRICS = "failed to get cpu utilization: unable to get metrics for resource cpu: no metrics returned from resource metrics API"
+
+
+def _no_pod_metrics(hpa: KubeObject) -> None:
+    """KServe's CPU HPA over pods that never run a container: its metric read finds nothing at all."""
+    for condition in hpa["status"]["conditions"]:
+        if condition["type"] == "ScalingActive" and condition["status"] == "False":
+            condition["message"] = f"the HPA was unable to compute the replica count: {NO_POD_METRICS}"
 
 
 def _fetch_error(plan: Plan, fault: Fault) -> str:
@@ -686,6 +700,28 @@ def adjust_events(builder: EventBuilder, events: list[KubeObject]) -> list[KubeO
         )
     )
     return kept
+
+
+def hpa_events(builder: EventBuilder, events: list[KubeObject]) -> list[KubeObject]:
+    """KServe's CPU HPA events as pods that never run a container leave them (unchanged without such pods)."""
+    fault = blocking_fault(builder.plan.spec)
+    if fault is None or fault.type not in ("init_container_fails", "image_pull_fails"):
+        return events
+    adjusted = []
+    for event in events:
+        if event["reason"] != "FailedGetResourceMetric":
+            adjusted.append(event)
+            continue
+        event["message"] = NO_POD_METRICS
+        summary = {
+            **event,
+            "metadata": {**event["metadata"], "name": f"{event['metadata']['name']}-replicas"},
+            "reason": "FailedComputeMetricsReplicas",
+            "message": f"invalid metrics (1 invalid out of 1), first error is: failed to get cpu resource metric "
+            f"value: {NO_POD_METRICS}",
+        }
+        adjusted += [event, summary]
+    return adjusted
 
 
 def _retries(first: datetime, captured: datetime) -> list[datetime]:

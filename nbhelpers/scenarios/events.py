@@ -429,7 +429,7 @@ def build_events(plan: Plan) -> list[KubeObject]:
         events.extend(blocked.pod_events(builder, pod) if blocked.is_blocked(plan, pod) else builder.pod_events(pod))
     isvc = plan.spec.isvc
     if isvc.deployment_mode == "RawDeployment" and isvc.autoscaler_class == "hpa":
-        events.extend(builder.hpa_events())
+        events.extend(blocked.hpa_events(builder, builder.hpa_events()))
     user_metric = user_hpa_metric(plan.spec)
     if user_metric is not None and custom_metrics_api_missing(plan.spec):
         events.extend(builder.metric_fetch_events(user_metric[0]))

@@ -757,6 +757,11 @@ def _check_blocking_fault(spec: ScenarioSpec, fault: Fault, top: _Fields) -> Non
     serverless = spec.isvc.deployment_mode == "Serverless"
     if fault.type == "image_digest_unresolved" and not serverless:
         raise top.fail("faults", "image_digest_unresolved: only Knative resolves tags to digests (Serverless)")
+    if fault.type == "pod_creation_rejected" and spec.isvc.autoscaler_class == "hpa":
+        # With no pod at all the HPA computes nothing from metrics (it only holds minReplicas): not modelled.
+        raise top.fail(
+            "faults", "pod_creation_rejected: use autoscaler_class none (an HPA over no pod is not modelled)"
+        )
     if fault.type == "image_pull_fails" and serverless:
         raise top.fail(
             "faults", "image_pull_fails: on Serverless Knative resolves the tag first; use image_digest_unresolved"
