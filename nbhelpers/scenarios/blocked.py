@@ -27,8 +27,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from nbhelpers.scenarios.logs import kubelet_stamp
-from nbhelpers.scenarios.objects import QUEUE_IMAGE
-from nbhelpers.scenarios.objects import _node_ip as node_ip
+from nbhelpers.scenarios.objects import QUEUE_IMAGE, node_ip
 from nbhelpers.scenarios.spec import Fault, ScenarioSpec
 from nbhelpers.scenarios.state import (
     KUBELET_SYNC_SECONDS,
@@ -144,12 +143,9 @@ def _back_off_syncs(plan: Plan, pod: PodPlan, gaps: list[tuple[datetime, datetim
 
 
 def _init_gaps(runs: list[Run], captured: datetime) -> list[tuple[datetime, datetime]]:
-    ended = [run for run in runs if run.ended is not None]
-    return [
-        (run.ended, runs[i + 1].started if i + 1 < len(runs) else captured)
-        for i, run in enumerate(ended)
-        if run.ended is not None
-    ]
+    """The back-off spells: from the end of each failed run to the next start (or the capture)."""
+    next_starts = [run.started for run in runs[1:]] + [captured]
+    return [(run.ended, start) for run, start in zip(runs, next_starts, strict=True) if run.ended is not None]
 
 
 def _pull_gaps(attempts: list[datetime], captured: datetime) -> list[tuple[datetime, datetime]]:
@@ -249,7 +245,7 @@ def _not_ready(plan: Plan) -> str:
     return f"containers with unready status: {names}"
 
 
-def _node_ip(pod: PodPlan) -> str:
+def _host_ip(pod: PodPlan) -> str:
     assert pod.node is not None
     return node_ip(pod.node)
 
@@ -367,8 +363,8 @@ def pod_object(builder: ObjectBuilder, pod: PodPlan) -> KubeObject:
             _condition("ContainersReady", "False", scheduled, "ContainersNotReady", _not_ready(plan)),
             _condition("PodScheduled", "True", scheduled),
         ],
-        "hostIP": _node_ip(pod),
-        "hostIPs": [{"ip": _node_ip(pod)}],
+        "hostIP": _host_ip(pod),
+        "hostIPs": [{"ip": _host_ip(pod)}],
         "podIP": pod.ip,
         "podIPs": [{"ip": pod.ip}],
         "startTime": _at(scheduled),

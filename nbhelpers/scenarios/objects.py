@@ -683,8 +683,8 @@ class ObjectBuilder:
                     ),
                     _condition("PodScheduled", True, scheduled),
                 ],
-                "hostIP": _node_ip(pod.node),
-                "hostIPs": [{"ip": _node_ip(pod.node)}],
+                "hostIP": node_ip(pod.node),
+                "hostIPs": [{"ip": node_ip(pod.node)}],
                 "podIP": pod.ip,
                 "podIPs": [{"ip": pod.ip}],
                 "startTime": _at(scheduled),
@@ -1567,7 +1567,7 @@ class ObjectBuilder:
                         "capacity": capacity,
                         "allocatable": allocatable,
                         "addresses": [
-                            {"type": "InternalIP", "address": _node_ip(node)},
+                            {"type": "InternalIP", "address": node_ip(node)},
                             {"type": "Hostname", "address": node.name},
                         ],
                         "conditions": [
@@ -1780,7 +1780,7 @@ def _go_duration(seconds: float) -> str:
     return f"{minutes}m{rest}s" if minutes else f"{rest}s"
 
 
-def _node_ip(node: GpuNode) -> str:
+def node_ip(node: GpuNode) -> str:
     return f"10.0.{sum(map(ord, node.name)) % 200 + 1}.{len(node.name) * 7 % 250 + 2}"
 
 
