@@ -615,6 +615,9 @@ class Router:
         if container not in names:
             raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {address.name}")
         previous = query.get("previous") == "true"
+        waiting = _waiting_to_start(pod, container)
+        if waiting and not previous:
+            raise ApiError(400, "BadRequest", f'container "{container}" in pod "{address.name}" is {waiting}')
         text = self.cluster.logs.get((address.namespace, address.name, container, previous))
         if text is None:
             if previous:
@@ -643,6 +646,22 @@ class Router:
         # The kubelet stops after limitBytes: the first bytes of the (tailed) stream are kept.
         output = b"".join(lines)
         return output[:limit] if limit is not None else output
+
+
+def _waiting_to_start(pod: JsonObject, container: str) -> str:
+    """The kubelet's refusal for a container that has never run (no log exists yet), "" when it has run."""
+    status = pod.get("status") or {}
+    for entry in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        if entry.get("name") != container:
+            continue
+        state = entry.get("state") or {}
+        if "running" in state or "terminated" in state or (entry.get("lastState") or {}).get("terminated"):
+            return ""
+        reason = str((state.get("waiting") or {}).get("reason") or "ContainerCreating")
+        if reason in ("ErrImagePull", "ImagePullBackOff"):
+            return "waiting to start: trying and failing to pull image"
+        return f"waiting to start: {reason}"
+    return ""
 
 
 def _without_timestamp(line: bytes) -> bytes:

@@ -17,6 +17,10 @@ from fakeapi import FakeApiServer, crds_for_every_kind_read
 from nbhelpers.checks import STEPS, check_for
 from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Evidence, Target
+from nbhelpers.scenarios import blocked, load_spec
+from nbhelpers.scenarios.generator import ScenarioCluster, build_logs, build_objects
+from nbhelpers.scenarios.state import plan
+from nbhelpers.scenarios.traffic import simulate
 from nbhelpers.sources.cluster_live import LiveCluster
 from nbhelpers.triage import run_step
 
@@ -98,3 +102,40 @@ def test_a_container_that_never_ran_is_not_asked_for_its_log(fake_api: FakeApiSe
         live = gather(cluster, None, Target(NAMESPACE, ISVC), WINDOW, CAPTURED_AT)
     assert not [request.path for request in fake_api.requests if request.path.endswith("/log")]
     assert live.failures() == ()
+
+
+# Scenarios whose serving container never runs (issue #14): their generated cluster, served over HTTP by the fixture
+# API server, gives the findings of the scenario bundle, and the code that leads the scenario.
+NEVER_RUNS = {
+    "init-gated-model-no-token": "RESOURCES_INIT_CONTAINER_FAILED",
+    "init-storage-oomkilled": "RESOURCES_INIT_CONTAINER_FAILED",
+    "image-pull-denied": "RESOURCES_IMAGE_PULL_FAILED",
+    "image-digest-unresolved": "RESOURCES_IMAGE_PULL_FAILED",
+    "rejected-limit-range": "RESOURCES_POD_CREATION_REJECTED",
+    "rejected-quota-sidecar": "RESOURCES_POD_CREATION_REJECTED",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEVER_RUNS))
+def test_never_running_scenarios_give_their_findings_on_a_live_source(
+    name: str, fake_api: FakeApiServer, kubeconfig: Path
+) -> None:
+    spec = load_spec(name)
+    scenario = blocked.apply(plan(spec))
+    objects, logs = build_objects(scenario), build_logs(scenario, simulate(scenario))
+    missing = set(spec.cluster.missing_crd_groups)
+    crds = [crd for crd in crds_for_every_kind_read() if crd["spec"]["group"] not in missing]
+    fake_api.cluster.add_all([*crds, *objects])
+    for (namespace, pod, container, previous), text in logs.items():
+        fake_api.cluster.add_log(namespace, pod, container, text, previous)
+    target, window, captured = (
+        Target(spec.isvc.namespace, spec.isvc.name),
+        spec.timeline.window,
+        spec.timeline.captured_at,
+    )
+    with LiveCluster(str(kubeconfig), None, 5.0) as cluster:
+        live = gather(cluster, None, target, window, captured)
+    offline = gather(ScenarioCluster(spec, objects, logs), None, target, window, captured)
+    assert [record for record in live.failures() if record.status != "not_installed"] == []
+    assert _findings(live) == _findings(offline)
+    assert NEVER_RUNS[name] in {finding["code"] for finding in _findings(live)}

@@ -74,6 +74,12 @@ SHIPPED = (
     "old-vllm-histogram-cap-behind-nginx",
     "agent-readiness-404",
     "liveness-timeouts-under-load",
+    "init-gated-model-no-token",
+    "init-storage-oomkilled",
+    "image-pull-denied",
+    "image-digest-unresolved",
+    "rejected-limit-range",
+    "rejected-quota-sidecar",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -101,6 +107,16 @@ CONFIG_ERROR_SOURCES = {
 KNATIVE_LAYER_SOURCES = {
     "knative-revision-timeout-long-generations": "https://github.com/knative/serving/issues/15352",
     "old-vllm-histogram-cap-behind-nginx": "https://github.com/vllm-project/vllm/issues/15167",
+}
+# Containers that never run (issue #14, families 4 and 5 of /work/shared/incidents): the public report each one is built
+# on, and the code that must lead its ranking.
+NEVER_RUNS_SOURCES = {
+    "init-gated-model-no-token": ("https://github.com/kserve/kserve/issues/4400", "RESOURCES_INIT_CONTAINER_FAILED"),
+    "init-storage-oomkilled": ("https://github.com/kserve/kserve/pull/4726", "RESOURCES_INIT_CONTAINER_FAILED"),
+    "image-pull-denied": ("https://github.com/kserve/kserve/issues/6215", "RESOURCES_IMAGE_PULL_FAILED"),
+    "image-digest-unresolved": ("https://github.com/kserve/kserve/issues/993", "RESOURCES_IMAGE_PULL_FAILED"),
+    "rejected-limit-range": ("https://github.com/kserve/kserve/issues/867", "RESOURCES_POD_CREATION_REJECTED"),
+    "rejected-quota-sidecar": ("https://github.com/kserve/kserve/issues/1242", "RESOURCES_POD_CREATION_REJECTED"),
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 20.0  # 21 scenarios take about 7 s on an idle 2-core machine; room for a loaded one
@@ -309,9 +325,9 @@ def test_bundle_is_the_capture_layout_and_reads_back(name: str, bundles: dict[st
     evidence = evidence_of(files)
     assert evidence.failures() == ()
     assert {record.what for record in evidence.not_seen() if record.status == "not_installed"} == not_installed(spec)
-    # A container the kubelet never created (CreateContainerConfigError) has a status but no container ID and no log.
+    # A container that never ran (never created, or waiting on its image or init containers) has no log.
     ran = any(
-        status.get("containerID")
+        "running" in (status.get("state") or {}) or (status.get("lastState") or {}).get("terminated")
         for pod in evidence.of(kinds.POD)
         for status in kube.status(pod).get("containerStatuses") or []
     )
@@ -325,8 +341,12 @@ def test_bundle_is_the_capture_layout_and_reads_back(name: str, bundles: dict[st
     assert evidence.deployment_mode == spec.isvc.deployment_mode
     # Only a working HPA driven past its maximum (hpa_at_max) leaves more pods than the minimum: all of them.
     scaled_out = any(fault.type == "hpa_at_max" for fault in spec.faults)
-    assert len(evidence.of(kinds.POD)) == (spec.isvc.max_replicas if scaled_out else spec.isvc.min_replicas)
-    assert bool(evidence.logs) == ran, "the capture reads the logs of every pod that ran a container"
+    # A Revision Knative could not resolve, and pods the API server refused, leave no pod at all.
+    never_created = any(fault.type in ("image_digest_unresolved", "pod_creation_rejected") for fault in spec.faults)
+    wanted = spec.isvc.max_replicas if scaled_out else spec.isvc.min_replicas
+    assert len(evidence.of(kinds.POD)) == (0 if never_created else wanted)
+    init_failed = any(fault.type == "init_container_fails" for fault in spec.faults)
+    assert bool(evidence.logs) == (ran or init_failed), "the capture reads the logs of every container that ran"
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -403,6 +423,74 @@ def test_fallback_scenarios_name_their_public_report_and_lead_with_the_quoted_er
     assert all(
         specs[name].expected_root_causes[0] == "RESOURCES_CONTAINER_CONFIG_ERROR" for name in CONFIG_ERROR_SOURCES
     )
+
+
+def test_never_running_scenarios_name_their_report_and_cover_both_modes() -> None:
+    specs = {spec.name: spec for spec in list_scenarios()}
+    assert {name: specs[name].source for name in NEVER_RUNS_SOURCES} == {
+        name: source for name, (source, _) in NEVER_RUNS_SOURCES.items()
+    }
+    for name, (_, code) in NEVER_RUNS_SOURCES.items():
+        assert specs[name].expected_root_causes[0] == code
+    for code in {code for _, code in NEVER_RUNS_SOURCES.values()}:
+        modes = {specs[name].isvc.deployment_mode for name, (_, c) in NEVER_RUNS_SOURCES.items() if c == code}
+        assert modes == {"Serverless", "RawDeployment"}, code
+
+
+def test_a_failing_storage_initializer_keeps_the_pod_initializing(bundles: dict[str, dict[str, bytes]]) -> None:
+    """kserve/kserve#4400: the init container crash-loops with its error in its log; vLLM never starts."""
+    evidence = evidence_of(bundles["init-gated-model-no-token"])
+    (pod,) = evidence.of(kinds.POD)
+    status = pod["status"]
+    assert status["phase"] == "Pending"
+    assert kube.condition(pod, "Initialized")["reason"] == "ContainersNotInitialized"
+    (init,) = status["initContainerStatuses"]
+    assert init["state"]["waiting"]["reason"] == "CrashLoopBackOff" and init["restartCount"] > 5
+    assert init["lastState"]["terminated"]["exitCode"] == 1
+    assert "Please log in." in init["lastState"]["terminated"]["message"]
+    assert [c["state"]["waiting"]["reason"] for c in status["containerStatuses"]] == ["PodInitializing"]
+    assert pod["spec"]["initContainers"][0]["args"] == ["hf://meta-llama/Meta-Llama-3-8B-Instruct", "/mnt/models"]
+    logs = {(log.container, log.previous): log.text for log in evidence.logs}
+    assert "GatedRepoError: 401" in logs[("storage-initializer", True)]
+    assert not any(container == kube.SERVING_CONTAINER for container, _ in logs)
+    oom = evidence_of(bundles["init-storage-oomkilled"])
+    statuses = [pod["status"]["initContainerStatuses"][0] for pod in oom.of(kinds.POD)]
+    assert {s["lastState"]["terminated"]["reason"] for s in statuses} == {"OOMKilled"}
+
+
+def test_an_image_the_registry_denies_backs_off(bundles: dict[str, dict[str, bytes]]) -> None:
+    evidence = evidence_of(bundles["image-pull-denied"])
+    (pod,) = evidence.of(kinds.POD)
+    (serving,) = pod["status"]["containerStatuses"]
+    assert serving["state"]["waiting"]["reason"] == "ImagePullBackOff" and serving["restartCount"] == 0
+    reasons = {(event["reason"], event["message"].split(":")[0]) for event in evidence.events}
+    assert ("Failed", 'Failed to pull image "ghcr.io/docs-team/vllm-openai') in reasons
+    assert ("BackOff", 'Back-off pulling image "ghcr.io/docs-team/vllm-openai') in reasons
+
+
+def test_an_unresolved_digest_leaves_no_deployment_and_no_pod(bundles: dict[str, dict[str, bytes]]) -> None:
+    """kserve/kserve#993: the Revision reconciler stops at the digest; nothing below the Revision exists."""
+    evidence = evidence_of(bundles["image-digest-unresolved"])
+    assert not [d for d in evidence.of(kinds.DEPLOYMENT) if kube.is_predictor(d)]
+    assert not evidence.of(kinds.POD) and not evidence.of(kinds.POD_AUTOSCALER)
+    (revision,) = evidence.of(kinds.KNATIVE_REVISION)
+    healthy = kube.condition(revision, "ContainerHealthy")
+    assert healthy["reason"] == "ContainerMissing" and "failed to resolve image to digest" in healthy["message"]
+
+
+def test_refused_pods_show_only_on_the_replica_set(bundles: dict[str, dict[str, bytes]]) -> None:
+    for name, message in (
+        ("rejected-limit-range", "maximum memory usage per Container is 32Gi, but limit is 48Gi"),
+        ("rejected-quota-sidecar", "failed quota: kf-resource-quota: must specify memory"),
+    ):
+        evidence = evidence_of(bundles[name])
+        assert not evidence.of(kinds.POD), name
+        (deployment,) = [d for d in evidence.of(kinds.DEPLOYMENT) if kube.is_predictor(d)]
+        assert deployment["spec"]["replicas"] == 1 and not deployment["status"]["replicas"]
+        assert message in kube.condition(deployment, "ReplicaFailure")["message"]
+        (replica_set,) = [r for r in evidence.of(kinds.REPLICA_SET) if kube.is_predictor(r)]
+        (failed,) = [event for event in evidence.events_about("ReplicaSet", kube.name(replica_set))]
+        assert failed["reason"] == "FailedCreate" and failed["message"].endswith(message) and failed["count"] > 10
 
 
 def test_restart_after_days_shows_only_in_the_pod_status(bundles: dict[str, dict[str, bytes]]) -> None:

@@ -354,25 +354,24 @@ def filter_log_to_window(text: str, window: Window) -> str:
     return "\n".join(kept) + ("\n" if kept else "")
 
 
+def _has_run(status: Mapping[str, Any]) -> bool:
+    """The container has started at least once: the kubelet has a log for it (it answers 400 "is waiting to start"
+    for one still in PodInitializing, ContainerCreating or an image back-off)."""
+    state = status.get("state") or {}
+    return "running" in state or "terminated" in state or bool((status.get("lastState") or {}).get("terminated"))
+
+
 def _log_statuses(pod: KubeObject) -> list[Mapping[str, Any]]:
-    """The containers whose logs are read: every container, and the init containers that failed (their log holds
-    the error: a refused download, a wrong storageUri, no space). One that completed or has not run is skipped,
-    and so is a container that never ran."""
+    """The containers whose logs are read: every container that has run, and the init containers that failed
+    (their log holds the error: a refused download, a wrong storageUri, no space). One that completed or has not
+    run is skipped."""
     status = pod.get("status") or {}
     failed_init = []
     for init in status.get("initContainerStatuses") or []:
         terminated = [(init.get(key) or {}).get("terminated") or {} for key in ("state", "lastState")]
         if any(t and int(t.get("exitCode") or 0) != 0 for t in terminated):
             failed_init.append(init)
-    containers = [container for container in status.get("containerStatuses") or [] if not _never_ran(container)]
-    return [*failed_init, *containers]
-
-
-def _never_ran(status: Mapping[str, Any]) -> bool:
-    """Waiting to start with no run behind it (ContainerCreating, CreateContainerConfigError, ErrImagePull...): the
-    kubelet has no log to serve and answers 400 "is waiting to start", so it is not asked."""
-    last = (status.get("lastState") or {}).get("terminated")
-    return "waiting" in (status.get("state") or {}) and not int(status.get("restartCount") or 0) and not last
+    return [*failed_init, *(s for s in status.get("containerStatuses") or [] if _has_run(s))]
 
 
 def _read_logs(reader: _Reader, pods: list[KubeObject], window: Window, site: SiteConfig) -> list[ContainerLog]:

@@ -71,7 +71,7 @@ class InitFailure:
     restarts: int
     cause: str  # one of the classes above
     line: str  # the error line quoted from the log or the termination message ("" when there is none)
-    line_from: str  # "log", "termination message" or ""
+    line_from: str  # "log", "termination message", either with "'s last line" (no error line in it), or ""
 
     def describe(self) -> str:
         exit_text = f", exit code {self.exit_code}" if self.exit_code is not None else ""
@@ -117,10 +117,18 @@ def _classify(reason: str, texts: Iterable[str]) -> tuple[str, str]:
     return UNKNOWN, ""
 
 
+LAST_LINE = "last line"  # ends ``line_from`` when the quoted line is only the last one written, not an error
+
+
 def _last_error_line(text: str) -> str:
     lines = [strip_log_timestamp(line.strip()) for line in text.splitlines() if line.strip()]
     errors = [line for line in lines if re.search(r"error|exception|fail", line, re.IGNORECASE)]
-    return (errors or lines or [""])[-1]
+    return (errors or [""])[-1]
+
+
+def _last_line(text: str) -> str:
+    lines = [strip_log_timestamp(line.strip()) for line in text.splitlines() if line.strip()]
+    return (lines or [""])[-1]
 
 
 def init_failures(evidence: Evidence, pods: Iterable[Mapping[str, Any]]) -> list[InitFailure]:
@@ -145,11 +153,11 @@ def init_failures(evidence: Evidence, pods: Iterable[Mapping[str, Any]]) -> list
             if line:
                 line_from = "log" if any(line in text for text in logs) else "termination message"
             else:
-                for source, text in (*(("log", text) for text in logs), ("termination message", message)):
-                    candidate = _last_error_line(text)
-                    if candidate:
-                        line, line_from = candidate, source
-                        break
+                # An error line if there is one; else the last line written (an OOM kill leaves no error behind).
+                sources = (*(("log", text) for text in logs), ("termination message", message))
+                candidates = [(_last_error_line(text), source) for source, text in sources]
+                candidates += [(_last_line(text), f"{source}'s {LAST_LINE}") for source, text in sources]
+                line, line_from = next(((found, source) for found, source in candidates if found), ("", ""))
             failures.append(
                 InitFailure(
                     name,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from nbhelpers.scenarios import blocked
 from nbhelpers.scenarios.objects import (
     AGENT_CONTAINER,
     AGENT_IMAGE,
@@ -457,12 +458,12 @@ class EventBuilder:
 
 def build_events(plan: Plan) -> list[KubeObject]:
     builder = EventBuilder(plan)
-    events = builder.workload_events()
+    events = blocked.adjust_events(builder, builder.workload_events())
     for pod in plan.pods:
-        events.extend(builder.pod_events(pod))
+        events.extend(blocked.pod_events(builder, pod) if blocked.is_blocked(plan, pod) else builder.pod_events(pod))
     isvc = plan.spec.isvc
     if isvc.deployment_mode == "RawDeployment" and isvc.autoscaler_class == "hpa":
-        events.extend(builder.hpa_events())
+        events.extend(blocked.hpa_events(builder, builder.hpa_events()))
     user_metric = user_hpa_metric(plan.spec)
     if user_metric is not None and custom_metrics_api_missing(plan.spec):
         events.extend(builder.metric_fetch_events(user_metric[0]))

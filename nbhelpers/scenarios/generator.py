@@ -20,6 +20,7 @@ from nbhelpers.evidence.capture import bundle_files
 from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Target
 from nbhelpers.metrics import catalog, openmetrics
+from nbhelpers.scenarios import blocked
 from nbhelpers.scenarios.answers import RawStore, answer
 from nbhelpers.scenarios.events import build_events
 from nbhelpers.scenarios.logs import queue_proxy_log, vllm_log
@@ -106,7 +107,10 @@ def build_objects(scenario: Plan) -> list[KubeObject]:
     if scenario.serverless:
         objects += [builder.knative_service(), builder.revision(), builder.pod_autoscaler()]
     objects += [builder.deployment(), builder.replica_set()]
-    objects += [builder.pod(pod) for pod in scenario.live_pods]
+    objects += [
+        blocked.pod_object(builder, pod) if blocked.is_blocked(scenario, pod) else builder.pod(pod)
+        for pod in scenario.live_pods
+    ]
     services = builder.services()
     objects += services
     activators = [("10.244.0.31", "activator-7c9f6b8d4d-x2k8p"), ("10.244.1.44", "activator-7c9f6b8d4d-qv7mz")]
@@ -128,7 +132,7 @@ def build_objects(scenario: Plan) -> list[KubeObject]:
     if stale_hpa_target(scenario.spec) is not None:
         objects += builder.stale_copy()
     objects += builder.nodes() + builder.api_services() + builder.metrics_server() + builder.config_maps()
-    return objects + build_events(scenario)
+    return blocked.adjust_objects(builder, objects) + build_events(scenario)
 
 
 def build_logs(scenario: Plan, simulation: Simulation) -> dict[tuple[str, str, str, bool], str]:
@@ -149,12 +153,13 @@ def build_logs(scenario: Plan, simulation: Simulation) -> dict[tuple[str, str, s
             logs[(namespace, pod.name, "queue-proxy", False)] = queue_proxy_log(scenario, pod)
         if pod.sidecar_started is not None:
             logs[(namespace, pod.name, AGENT_CONTAINER, False)] = ""  # nothing the evidence needs from it
+    logs.update(blocked.init_logs(scenario))
     return logs
 
 
 def generate(spec: ScenarioSpec) -> dict[str, bytes]:
     """Every file of the scenario's evidence bundle; the same spec always gives the same bytes."""
-    scenario = plan(spec)
+    scenario = blocked.apply(plan(spec))
     simulation = simulate(scenario)
     cluster = ScenarioCluster(spec, build_objects(scenario), build_logs(scenario, simulation))
     metrics = ScenarioMetrics(spec, RawStore(simulation.families))

@@ -475,6 +475,14 @@ class ObjectBuilder:
     def _revision_template(self) -> KubeObject:
         spec = self.pod_spec(for_pod=False)
         spec["containers"] = [spec["containers"][0]]
+        # KServe writes the Knative Service with the runtime's container merged with the InferenceService's, key by key
+        # (the API server defaults requests from limits only on the pods).
+        isvc_resources, runtime_resources = declared_resources(self.spec)
+        merged = {
+            section: {**runtime_resources.get(section, {}), **isvc_resources.get(section, {})}
+            for section in ("requests", "limits")
+        }
+        spec["containers"][0]["resources"] = {section: values for section, values in merged.items() if values}
         spec["containerConcurrency"] = 0
         spec["timeoutSeconds"] = 300
         return {
@@ -729,8 +737,8 @@ class ObjectBuilder:
                     ),
                     _condition("PodScheduled", True, scheduled),
                 ],
-                "hostIP": _node_ip(pod.node),
-                "hostIPs": [{"ip": _node_ip(pod.node)}],
+                "hostIP": node_ip(pod.node),
+                "hostIPs": [{"ip": node_ip(pod.node)}],
                 "podIP": pod.ip,
                 "podIPs": [{"ip": pod.ip}],
                 "startTime": _at(scheduled),
@@ -1656,7 +1664,7 @@ class ObjectBuilder:
                         "capacity": capacity,
                         "allocatable": allocatable,
                         "addresses": [
-                            {"type": "InternalIP", "address": _node_ip(node)},
+                            {"type": "InternalIP", "address": node_ip(node)},
                             {"type": "Hostname", "address": node.name},
                         ],
                         "conditions": [
@@ -1875,7 +1883,7 @@ def _go_duration(seconds: float) -> str:
     return f"{minutes}m{rest}s" if minutes else f"{rest}s"
 
 
-def _node_ip(node: GpuNode) -> str:
+def node_ip(node: GpuNode) -> str:
     return f"10.0.{sum(map(ord, node.name)) % 200 + 1}.{len(node.name) * 7 % 250 + 2}"
 
 

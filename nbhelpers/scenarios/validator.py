@@ -14,7 +14,7 @@ bundle is plausible). It checks:
   window, kube-state-metrics agree with the pods at capture time, and the
   gateway serves no 2xx while no predictor pod is ready;
 - objects: owner references resolve (for the kinds a capture reads), Service
-  selectors match pods, Endpoints/EndpointSlice addresses name existing pods
+  selectors match pods (when there are any), Endpoints/EndpointSlice addresses name existing pods
   with their IPs and readiness (a pod with no IP has no address), HPA scale
   targets exist and the HPA's current replicas are its target's (a target at
   zero replicas disables the HPA: ScalingActive=False, ScalingDisabled), Knative revisions are named ``<ksvc>-0000N`` with a
@@ -24,8 +24,13 @@ bundle is plausible). It checks:
 - pods: an unscheduled pod is Pending with no node, IP or container; a
   restarted container shows its last termination, a container in
   CrashLoopBackOff has restarted, runs follow each other in time, and the
-  kubelet's Started events count every run of a pod created in the window;
-- logs: their pods and containers exist, ``.previous`` logs only for restarted
+  kubelet's Started events count every run (init containers included; a container still waiting to start for the
+  first time, in PodInitializing or an image back-off, has none) of a pod created in the window; while an init
+  container has not completed the pod is Pending with Initialized=False and no app container has started;
+- workloads that create no pod: a Revision whose image Knative could not resolve (ContainerMissing) has no
+  Deployment; a ReplicaSet or Deployment with ReplicaFailure=True has fewer pods than it wants, and the
+  ReplicaSet's FailedCreate events say why;
+- logs: their pods and containers (init containers included) exist, ``.previous`` logs only for restarted
   containers, and their timestamps lie in the window;
 - kube-state-metrics and exporters: restart counts and last terminated reasons
   agree with the pods, and no per-pod series names a pod that never ran.
@@ -128,6 +133,7 @@ def validate_bundle(source: Mapping[str, bytes] | str | os.PathLike[str]) -> lis
     problems += _check_endpoints(bundle)
     problems += _check_workload_names(bundle)
     problems += _check_pods(bundle)
+    problems += _check_replica_failures(bundle)
     problems += _check_events(bundle)
     problems += _check_logs(bundle)
     problems += _check_metrics(bundle)
@@ -186,7 +192,8 @@ def _check_services(bundle: _Bundle) -> list[str]:
         if kube.namespace(service) != bundle.namespace:
             continue
         selector = kube.spec(service).get("selector")
-        if selector and not any(kube.selector_matches(selector, kube.labels(pod)) for pod in pods):
+        # With no pod at all (the API server refused them, or Knative never created a Deployment) nothing can match.
+        if selector and pods and not any(kube.selector_matches(selector, kube.labels(pod)) for pod in pods):
             problems.append(f"Service/{bundle.namespace}/{kube.name(service)}: selector {selector} matches no pod")
     for hpa in bundle.objects(kinds.HPA):
         target = kube.spec(hpa).get("scaleTargetRef") or {}
@@ -284,10 +291,14 @@ def _check_workload_names(bundle: _Bundle) -> list[str]:
     deployments = {kube.name(obj) for obj in bundle.objects(kinds.DEPLOYMENT)}
     replica_sets = {kube.name(obj) for obj in bundle.objects(kinds.REPLICA_SET)}
     revisions = {kube.name(obj) for obj in bundle.objects(kinds.KNATIVE_REVISION)}
+    unresolved = {kube.name(obj) for obj in bundle.objects(kinds.KNATIVE_REVISION) if _image_unresolved(obj)}
     for revision in sorted(revisions):
         if not re.fullmatch(rf"{re.escape(isvc)}-predictor-\d{{5}}", revision):
             problems.append(f"Revision {revision!r} is not named <isvc>-predictor-0000N")
-        if f"{revision}-deployment" not in deployments:
+        has_deployment = f"{revision}-deployment" in deployments
+        if revision in unresolved and has_deployment:
+            problems.append(f"Revision {revision!r} is ContainerMissing, yet Knative created its Deployment")
+        if revision not in unresolved and not has_deployment:
             problems.append(f"Revision {revision!r} has no Deployment {revision}-deployment")
     for ksvc in bundle.objects(kinds.KNATIVE_SERVICE):
         for field in ("latestCreatedRevisionName", "latestReadyRevisionName"):
@@ -323,8 +334,65 @@ def _check_pods(bundle: _Bundle) -> list[str]:
             if status.get("podIP") or status.get("containerStatuses"):
                 problems.append(f"{where}: no node, yet it has an IP or container statuses")
             continue
-        for container in status.get("containerStatuses") or []:
+        for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
             problems += _check_container_status(f"{where} {container.get('name')}", container)
+        problems += _check_initialization(where, pod)
+    return problems
+
+
+def _init_completed(status: Mapping[str, Any]) -> bool:
+    terminated = (status.get("state") or {}).get("terminated") or {}
+    return bool(terminated) and int(terminated.get("exitCode") or 0) == 0
+
+
+def _runs(container: Mapping[str, Any]) -> int:
+    """How many times a container has run: none while it waits to start for the first time."""
+    state = container.get("state") or {}
+    ever = "running" in state or "terminated" in state or (container.get("lastState") or {}).get("terminated")
+    return int(container.get("restartCount") or 0) + 1 if ever else 0
+
+
+def _check_initialization(where: str, pod: KubeObject) -> list[str]:
+    """Containers start only after every init container exited 0: until then the pod is Pending, not Initialized."""
+    status = kube.status(pod)
+    pending = [str(c.get("name")) for c in status.get("initContainerStatuses") or [] if not _init_completed(c)]
+    if not pending:
+        return []
+    problems = []
+    initialized = kube.condition(pod, "Initialized") or {}
+    if status.get("phase") != "Pending" or str(initialized.get("status")) != "False":
+        problems.append(
+            f"{where}: init container {pending[0]} has not completed, but the pod is not Pending/Initialized=False"
+        )
+    for container in status.get("containerStatuses") or []:
+        if _runs(container) or (container.get("state") or {}).get("waiting", {}).get("reason") != "PodInitializing":
+            problems.append(f"{where} {container.get('name')}: started or not PodInitializing before init completed")
+    return problems
+
+
+def _image_unresolved(revision: KubeObject) -> bool:
+    healthy = kube.condition(revision, "ContainerHealthy") or {}
+    return str(healthy.get("status")) == "False" and healthy.get("reason") == "ContainerMissing"
+
+
+def _check_replica_failures(bundle: _Bundle) -> list[str]:
+    """A workload that failed to create pods has fewer than it wants, and the ReplicaSet's events say why."""
+    problems = []
+    failed_create = {
+        str((event.get("involvedObject") or {}).get("name"))
+        for event in bundle.objects(kinds.EVENT)
+        if event.get("reason") == "FailedCreate"
+    }
+    for kind in (kinds.DEPLOYMENT, kinds.REPLICA_SET):
+        for obj in bundle.objects(kind):
+            failure = kube.condition(obj, "ReplicaFailure") or {}
+            if str(failure.get("status")) != "True":
+                continue
+            where = f"{kind.key}/{kube.namespace(obj)}/{kube.name(obj)}"
+            if int(kube.status(obj).get("replicas") or 0) >= int(kube.spec(obj).get("replicas") or 0):
+                problems.append(f"{where}: ReplicaFailure, yet it has all the replicas it wants")
+            if kind is kinds.REPLICA_SET and kube.name(obj) not in failed_create:
+                problems.append(f"{where}: ReplicaFailure without a FailedCreate event")
     return problems
 
 
@@ -358,7 +426,8 @@ def _started_events(bundle: _Bundle) -> dict[tuple[str, str], int]:
         involved = event.get("involvedObject") or {}
         if event.get("reason") != "Started" or involved.get("kind") != "Pod":
             continue
-        container = str(involved.get("fieldPath") or "").removeprefix("spec.containers{").removesuffix("}")
+        field = str(involved.get("fieldPath") or "")
+        container = field.removeprefix("spec.containers{").removeprefix("spec.initContainers{").removesuffix("}")
         key = (str(involved.get("name")), container)
         counts[key] = counts.get(key, 0) + int(event.get("count") or 1)
     return counts
@@ -372,10 +441,9 @@ def _check_runs_against_events(bundle: _Bundle) -> list[str]:
         created = parse_k8s_time(kube.created(pod))
         if created is None or not bundle.window.contains(created):
             continue
-        for container in kube.status(pod).get("containerStatuses") or []:
-            # A container never created (waiting with no container ID, e.g. CreateContainerConfigError) never ran.
-            never_created = not container.get("containerID") and not container.get("started")
-            runs = 0 if never_created else int(container.get("restartCount") or 0) + 1
+        status = kube.status(pod)
+        for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+            runs = _runs(container)
             seen = started.get((kube.name(pod), str(container.get("name"))), 0)
             if seen != runs:
                 problems.append(
@@ -438,7 +506,10 @@ def _check_logs(bundle: _Bundle) -> list[str]:
         pod = pods.get(pod_name)
         if pod is None:
             problems.append(f"{name}: pod {pod_name} is not in the bundle")
-        elif container not in {str(c.get("name")) for c in kube.containers(kube.spec(pod))}:
+        elif container not in {
+            str(c.get("name"))
+            for c in [*kube.containers(kube.spec(pod)), *(kube.spec(pod).get("initContainers") or [])]
+        }:
             problems.append(f"{name}: pod {pod_name} has no container {container}")
         elif file_name.endswith(".previous.log") and not _restarted(pod, container):
             problems.append(f"{name}: a previous log, but {container} never restarted")
@@ -506,7 +577,10 @@ def _check_kv_refusal(name: str, refusal: re.Match[str]) -> list[str]:
 def _restarted(pod: KubeObject, container: str) -> bool:
     return any(
         status.get("name") == container and int(status.get("restartCount") or 0) > 0
-        for status in kube.status(pod).get("containerStatuses") or []
+        for status in [
+            *(kube.status(pod).get("initContainerStatuses") or []),
+            *(kube.status(pod).get("containerStatuses") or []),
+        ]
     )
 
 

@@ -110,6 +110,26 @@ def test_raw_no_ready_pods() -> None:
     assert "Deployment/llm/vllm-llm-predictor: replicas 1, ready 0, available 0" in finding.evidence
 
 
+def test_no_deployment_at_all_points_at_the_workload_never_created() -> None:
+    """kserve/kserve#993: Knative stops at the image digest; no Deployment, no pod (issue #14)."""
+    objects = load_case(
+        SERVERLESS, "checks/RESOURCES_IMAGE_PULL_FAILED/serverless_digest_resolution.yaml", drop=(KNATIVE_POD,)
+    )
+    # Nothing below the Revision: no Deployment, PodAutoscaler, nor the SKS Services and their endpoints.
+    below = ("Deployment", "ReplicaSet", "PodAutoscaler", "Endpoints", "EndpointSlice")
+    without = [
+        obj
+        for obj in objects
+        if obj["kind"] not in below
+        and not (obj["kind"] == "Service" and obj["metadata"]["name"].startswith("vllm-llm-predictor-00001"))
+    ]
+    ksvc = next(obj for obj in without if obj["kind"] == "Service" and obj["apiVersion"] == "serving.knative.dev/v1")
+    ksvc["status"]["traffic"] = [{"revisionName": "vllm-llm-predictor-00001", "percent": 100, "latestRevision": True}]
+    finding = only(endpoints.run(evidence_of(without)), "ENDPOINTS_NONE_READY")
+    assert "nor a Deployment to create one" in finding.summary
+    assert "the Revision's" in finding.remediation
+
+
 def test_ready_pods_missing_from_the_service_point_at_routing() -> None:
     finding = only(_run(RAW, "checks/PORT_MISMATCH/raw_named_target_port.yaml"), "ENDPOINTS_NONE_READY")
     assert "1 of 1 predictor pods are Ready" in finding.summary
@@ -121,7 +141,7 @@ def test_scale_to_zero_with_min_scale_one_is_an_outage() -> None:
     revision = next(obj for obj in objects if obj["kind"] == "Revision")
     revision["metadata"]["annotations"]["autoscaling.knative.dev/min-scale"] = "1"
     finding = only(endpoints.run(evidence_of(objects)), "ENDPOINTS_NONE_READY")
-    assert "No predictor pod exists" in finding.summary
+    assert "No predictor pod exists: nothing is running to serve." in finding.summary  # its Deployment exists
     assert any("public Endpoints/llm/vllm-llm-predictor-00001: 1 ready" in line for line in finding.evidence)
 
 

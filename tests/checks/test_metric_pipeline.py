@@ -251,6 +251,21 @@ def test_pods_might_be_unready_is_an_effect_of_the_unready_predictor() -> None:
     assert rank_root_causes([*findings, unready], STEP_IDS) == ["ENDPOINTS_NONE_READY", "HPA_METRIC_FETCH_FAILED"]
 
 
+def test_no_metrics_for_pods_that_never_run_is_an_effect() -> None:
+    # Issue #14, scenario image-pull-denied (kserve/kserve#6215): KServe's CPU HPA over a pod stuck in
+    # ImagePullBackOff. metrics-server has nothing for a pod with no running container, so the metrics client says
+    # "no metrics returned from resource metrics API". Before: HPA_METRIC_FETCH_FAILED critical, "a broken metric
+    # pipeline"; after: a warning naming the pods that never started.
+    objects = _cpu_hpa_failing("unable to get metrics for resource cpu: no metrics returned from resource metrics API")
+    # With the pods running, the same words mean metrics-server returns nothing: still critical.
+    assert only(metric_pipeline.run(evidence_of(objects)), "HPA_METRIC_FETCH_FAILED").level is Severity.CRITICAL
+    for pod in (obj for obj in objects if obj["kind"] == "Pod"):
+        pod["status"]["phase"] = "Pending"
+    fetch = only(metric_pipeline.run(evidence_of(objects)), "HPA_METRIC_FETCH_FAILED")
+    assert fetch.level is Severity.WARNING
+    assert "No predictor pod runs a container" in fetch.summary
+
+
 def test_scaled_object_fallback_is_a_fetch_failure() -> None:
     objects = load_case(RAW, CLUSTER, KEDA)
     scaled_object = next(obj for obj in objects if obj["kind"] == "ScaledObject")

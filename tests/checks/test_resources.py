@@ -280,6 +280,19 @@ def test_the_init_containers_log_is_read_and_quoted() -> None:
     assert any(entry.endswith(f"log: {line!r}") for entry in finding.evidence)
 
 
+def test_an_oom_killed_init_container_is_not_quoted_as_an_error() -> None:
+    """kserve/kserve#4726: the kernel kills the download; the log's last line is progress, not an error."""
+    objects = _case(RAW, "RESOURCES_INIT_CONTAINER_FAILED/raw_storage_initializer_oomkilled.yaml")
+    line = "2026-01-15 11:54:51.212 1 kserve INFO [storage.py:download():68] Copying contents of hf://m/x to local"
+    logs = {
+        ("vllm-llm-predictor-6d5f8b7c9-q8w2e", "storage-initializer.previous"): f"2026-01-15T11:54:51.214Z {line}\n"
+    }
+    finding = only(_run(objects, logs=logs), "RESOURCES_INIT_CONTAINER_FAILED")
+    assert f"It last wrote: {line!r}." in finding.summary
+    assert "Its error" not in finding.summary
+    assert any(entry.endswith(f"log's last line: {line!r}") for entry in finding.evidence)
+
+
 def test_a_failing_init_container_is_not_a_pod_still_starting() -> None:
     from nbhelpers.facts import pod_phases
 
@@ -411,6 +424,19 @@ def test_image_pull_denied_on_a_raw_deployment() -> None:
     assert finding.objects == (ISVC_REF, RAW_POD)
     assert "403 Forbidden" in finding.summary
     assert any("waiting ImagePullBackOff" in line for line in finding.evidence)
+
+
+def test_the_pull_error_is_quoted_not_the_bare_reason_event() -> None:
+    """The kubelet also records "Error: ErrImagePull" (reason Failed); it says nothing about why."""
+    objects = _case(RAW, "RESOURCES_IMAGE_PULL_FAILED/raw_image_pull_denied.yaml")
+    failed = next(obj for obj in objects if obj["kind"] == "Event" and obj["reason"] == "Failed")
+    bare = {**failed, "metadata": {**failed["metadata"], "name": "bare-reason"}, "message": "Error: ErrImagePull"}
+    finding = only(
+        _run([*objects[: objects.index(failed)], bare, *objects[objects.index(failed) :]]),
+        "RESOURCES_IMAGE_PULL_FAILED",
+    )
+    assert "The error: 'Failed to pull image" in finding.summary
+    assert not any("Error: ErrImagePull" in line for line in finding.evidence)
 
 
 # --- RESOURCES_HOST_OOMKILLED ----------------------------------------------------------------------

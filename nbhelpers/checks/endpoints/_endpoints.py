@@ -11,7 +11,7 @@ from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common
 from nbhelpers.findings import patches
 from nbhelpers.findings.model import Finding, Fix
-from nbhelpers.sources import kube
+from nbhelpers.sources import kinds, kube
 
 MAX_LISTED = 5
 
@@ -38,6 +38,16 @@ def none_ready(
             "resources, a crashing engine), not in routing."
         )
         next_step = "Follow the probes, ports and resources steps for why the pods are not ready."
+    elif _no_workload(evidence):
+        # Knative resolves the image to a digest before it creates the Revision's Deployment (kserve/kserve#993).
+        diagnosis = (
+            "No predictor pod exists, nor a Deployment to create one: the workload itself was never created (on "
+            "Serverless, Knative creates the Revision's Deployment only once its image resolves to a digest)."
+        )
+        next_step = (
+            "Read the InferenceService's conditions (and on Serverless the Revision's) for why the workload was not "
+            "created."
+        )
     else:
         diagnosis = "No predictor pod exists: nothing is running to serve."
         next_step = "Look at the Deployment/ReplicaSet events (quota, admission, scheduling) and the autoscaler."
@@ -58,6 +68,15 @@ def none_ready(
             "Nothing to roll back: this finding changes nothing by itself."
         ),
     )
+
+
+def _no_workload(evidence: Evidence) -> bool:
+    """Deployments and PodAutoscalers were read and neither exists for the predictor: nothing was created below the
+    InferenceService or Revision (a PodAutoscaler is created after the Deployment, so either shows it was)."""
+    workload_kinds = (kinds.DEPLOYMENT, kinds.POD_AUTOSCALER)
+    if any(evidence.failure(kind.key + " ") is not None for kind in workload_kinds):
+        return False
+    return not any(kube.is_predictor(obj) for kind in workload_kinds for obj in evidence.of(kind))
 
 
 def selector_text(service: Mapping[str, Any]) -> str:

@@ -37,6 +37,11 @@ TRANSIENT_FAILURES = 3
 # The HPA controller's message when no targeted pod reported a metric, as users quote it while no pod is
 # ready (kubernetes-sigs/metrics-server#1641): an effect of whatever keeps the pods unready.
 _PODS_UNREADY = re.compile(r"did not receive metrics for targeted pods \(pods might be unready\)", re.IGNORECASE)
+# The HPA controller's metrics client when the resource metrics API returns no PodMetrics for the selector
+# (kubernetes pkg/controller/podautoscaler/metrics/client.go): what it says while no targeted pod runs a container
+# (Pending: init containers failing, image not pulled), since metrics-server has nothing for such pods; with pods
+# running it means the metrics server itself returns nothing.
+_NO_POD_METRICS = re.compile(r"no metrics returned from resource metrics API", re.IGNORECASE)
 _FORBIDDEN = re.compile(r"forbidden|unauthorized|cannot (?:get|list|watch) resource", re.IGNORECASE)
 _RBAC_USER = re.compile(r'User "([^"]+)"')
 _HPA_CONTROLLER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
@@ -164,18 +169,28 @@ def _fetch_failure(pipeline: MetricPipeline, family: _Family) -> Finding:
     quoted_messages = [m for m in family.messages if m]
     # The same words come from a metrics server that returns nothing for pods that are ready: an effect only
     # when the evidence shows no predictor pod ready.
+    pods = common.predictor_pods(pipeline.evidence)
     said_unready = bool(quoted_messages) and all(_PODS_UNREADY.search(m) for m in quoted_messages)
-    unready = said_unready and not any(kube.pod_ready(pod) for pod in common.predictor_pods(pipeline.evidence))
+    unready = said_unready and not any(kube.pod_ready(pod) for pod in pods)
     if unready:
         parts.append(
             "The HPA says this when none of its targeted pods is ready: it is an effect of whatever keeps the "
             "predictor's pods unready (see the endpoints, probes and queue_vs_oom steps), not a broken metric "
             "pipeline; it clears once a pod is ready."
         )
+    said_none = bool(quoted_messages) and all(_NO_POD_METRICS.search(m) for m in quoted_messages)
+    none_running = said_none and not any(kube.status(pod).get("phase") == "Running" for pod in pods)
+    if none_running:
+        parts.append(
+            "No predictor pod runs a container (they are Pending: not scheduled, init containers failing, an image "
+            "not pulled, or not created at all), so metrics-server has nothing to return: this is an effect of what "
+            "keeps the pods from starting (see the resources step), not a broken metric pipeline; it clears once a "
+            "pod runs."
+        )
     objects = [pipeline.isvc_ref, *(member.ref for member in family.members)]
     return Finding(
         code="HPA_METRIC_FETCH_FAILED",
-        severity=Severity.WARNING if unready else None,
+        severity=Severity.WARNING if unready or none_running else None,
         title=f"{head.ref} cannot fetch its metric ({reasons})",
         summary=" ".join(parts),
         objects=tuple(dict.fromkeys(objects)),

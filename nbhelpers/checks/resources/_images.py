@@ -15,6 +15,7 @@ from nbhelpers.facts.init_containers import IMAGE_WAITING
 from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.sources import kinds, kube
 
+_BARE_REASON = re.compile(r"Error: \w+")
 _DIGEST = re.compile(r"failed to resolve image to digest|Unable to fetch image", re.IGNORECASE)
 _CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("registry unreachable", re.compile(r"connection refused|no such host|i/o timeout|dial tcp|TLS|x509", re.I)),
@@ -80,6 +81,10 @@ def image_pull_failed(facts: ResourceFacts) -> Finding | None:
                 texts.append(f"{reason} {message}")
         for event in facts.evidence.events_about("Pod", kube.name(pod)):
             message = str(event.get("message") or event.get("note") or "")
+            # The kubelet pairs each "Failed to pull image ...: <error>" with a bare "Error: ErrImagePull" (and
+            # "Error: ImagePullBackOff" while it backs off): only the first says why.
+            if _BARE_REASON.fullmatch(message.strip()):
+                continue
             if event.get("reason") in ("Failed", "ErrImagePull") and "pull" in message.lower():
                 event_lines.append(f"event {event.get('reason')} on Pod {kube.name(pod)}: {common.shorten(message)!r}")
                 event_texts.append(message)

@@ -69,7 +69,10 @@ def init_container_failed(facts: ResourceFacts) -> Finding | None:
         init_containers.TIMEOUT: "the download timed out",
         init_containers.UNKNOWN: "its log or termination message names no known cause",
     }[first.cause]
-    quoted = f" Its error: {first.line!r}." if first.line else ""
+    quoted = ""
+    if first.line:
+        said = "It last wrote" if first.line_from.endswith(init_containers.LAST_LINE) else "Its error"
+        quoted = f" {said}: {first.line!r}."
     summary = (
         f"Init container {first.container} fails in {len(pods)} pod(s) ({', '.join(pods)}; {restarts} restarts in "
         f"all): {cause_text}.{quoted} The pod's containers start only after every init container has exited 0, so "
