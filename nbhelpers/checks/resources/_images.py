@@ -95,8 +95,8 @@ def image_pull_failed(facts: ResourceFacts) -> Finding | None:
     cause = _classify(" ".join(texts))
     where = "Knative's controller cannot resolve the image to a digest" if digest else "the kubelet cannot pull it"
     quoted = next((t.strip() for t in texts if t.strip()), "")
-    if len(quoted) > 300:  # the registry's answer ends the message
-        quoted = "…" + quoted[-300:]
+    if len(quoted) > 300:  # the image is named first and the registry's answer ends the message: keep both ends
+        quoted = quoted[:100] + "…" + quoted[-200:]
     summary = (
         f"An image of the predictor is unavailable: {where} ({cause}). "
         + (f"The error: {quoted!r}. " if quoted else "")
