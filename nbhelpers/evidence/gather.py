@@ -355,10 +355,12 @@ def filter_log_to_window(text: str, window: Window) -> str:
 
 
 def _has_run(status: Mapping[str, Any]) -> bool:
-    """The container has started at least once: the kubelet has a log for it (it answers 400 "is waiting to start"
-    for one still in PodInitializing, ContainerCreating or an image back-off)."""
-    state = status.get("state") or {}
-    return "running" in state or "terminated" in state or bool((status.get("lastState") or {}).get("terminated"))
+    """False only for a container known to wait for its first start (PodInitializing, ContainerCreating,
+    CreateContainerConfigError, an image back-off): the kubelet has no log for it and answers 400 "is waiting
+    to start". A status that does not say (no state at all) is asked for its log."""
+    waiting = "waiting" in (status.get("state") or {})
+    ran_before = int(status.get("restartCount") or 0) > 0 or bool((status.get("lastState") or {}).get("terminated"))
+    return not waiting or ran_before
 
 
 def _log_statuses(pod: KubeObject) -> list[Mapping[str, Any]]:
