@@ -19,6 +19,16 @@ COMPONENT_LABEL = "component"
 DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
 AUTOSCALER_CLASS_ANNOTATION = "serving.kserve.io/autoscalerClass"
 SERVING_CONTAINER = "kserve-container"
+# What KServe sets on the objects it renders for an LLMInferenceService (pkg/constants/constants.go;
+# GetWorkloadLabelSelector in pkg/controller/v1alpha2/llmisvc/workload.go is the InferencePool's default selector).
+LLMISVC_PART_OF_LABEL = "app.kubernetes.io/part-of"
+LLMISVC_PART_OF = "llminferenceservice"
+LLMISVC_NAME_LABEL = "app.kubernetes.io/name"
+LLMISVC_COMPONENT_LABEL = "app.kubernetes.io/component"
+LLMISVC_WORKLOAD_LABEL = "kserve.io/component"  # "workload" on every vLLM pod (main, prefill, leader, worker)
+LLMISVC_ROLE_LABEL = "llm-d.ai/role"  # both | decode | prefill
+LLMISVC_SCHEDULER_COMPONENT = "llminferenceservice-router-scheduler"  # the endpoint picker (EPP)
+LLMISVC_CONTAINER = "main"  # the vLLM container of KServe's config-llm-template presets
 
 
 # Fields every reader of an object relies on, and the type the API server guarantees for them.
@@ -135,6 +145,11 @@ def is_predictor(obj: Mapping[str, Any]) -> bool:
     if component is not None:
         return component == "predictor"
     return "-predictor" in name(obj)
+
+
+def is_llmisvc_workload(obj: Mapping[str, Any]) -> bool:
+    """A vLLM workload object of an LLMInferenceService (not its endpoint picker or router)."""
+    return labels(obj).get(LLMISVC_WORKLOAD_LABEL) == "workload"
 
 
 def pod_ready(pod: Mapping[str, Any]) -> bool:
