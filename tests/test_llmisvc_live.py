@@ -166,3 +166,4 @@ def test_the_cli_triages_an_llmisvc_live(fake_api: FakeApiServer, tmp_path: Path
     findings = json.loads((out / "findings.json").read_text())
     assert findings["target"]["kind"] == "LLMInferenceService"
     assert findings["root_causes"][0] == "ENDPOINTS_POOL_SELECTS_NO_POD"
+    assert "Triage of LLMInferenceService llm/llama-llmd over" in (out / "summary.md").read_text()

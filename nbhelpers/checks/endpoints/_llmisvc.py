@@ -244,7 +244,7 @@ def _picker_finding(evidence: Evidence, pool: llmisvc.Pool) -> Finding | None:
     # KServe's own scheduler preset states FailOpen (config/llmisvcconfig/config-llm-scheduler.yaml).
     mode = pool.failure_mode or llmisvc.FAIL_CLOSE
     closed = mode == llmisvc.FAIL_CLOSE
-    states = [f"{kube.name(pod)}: {common.describe_pod_state(pod)}" for pod in pods] or ["no endpoint picker pod"]
+    states = [common.describe_pod_state(pod) for pod in pods] or ["no endpoint picker pod"]
     consequence = (
         "Under failureMode FailClose the Gateway rejects every request while the picker does not answer: "
         "the whole service is down even though the model pods may be ready."
@@ -259,7 +259,7 @@ def _picker_finding(evidence: Evidence, pool: llmisvc.Pool) -> Finding | None:
         summary=f"No pod of the endpoint picker (EPP) that InferencePool {pool.name} uses is ready. {consequence}",
         objects=tuple(ref for ref in (kube.ref(deployment) if deployment else "", pool.ref) if ref),
         evidence=(
-            f"InferencePool {pool.ref}: picker Service {pool.picker_service or '?'}, failureMode {mode}",
+            f"{pool.ref}: picker Service {pool.picker_service or '?'}, failureMode {mode}",
             *states,
         ),
         fix=Fix(
@@ -287,11 +287,11 @@ def _selection_finding(evidence: Evidence, pool: llmisvc.Pool) -> Finding | None
             "endpoint to choose and the Gateway answers 503. The cause is in the pods: see probes, ports, "
             "resources.",
             objects=(pool.ref, *(kube.ref(pod) for pod in selected[:5])),
-            evidence=tuple(f"{kube.name(pod)}: {common.describe_pod_state(pod)}" for pod in selected[:5]),
+            evidence=tuple(common.describe_pod_state(pod) for pod in selected[:5]),
             fix=Fix(what="Follow the probes, ports and resources findings for these pods."),
         )
     workload = llmisvc.workload_pods(evidence)
-    lines = [f"InferencePool {pool.ref} selector: {selector_text}"]
+    lines = [f"{pool.ref} selector: {selector_text}"]
     lines += [
         f"{kube.name(pod)} labels: "
         + ",".join(f"{key}={value}" for key, value in sorted(kube.labels(pod).items()) if key != "pod-template-hash")
