@@ -4,17 +4,19 @@ picker → pods, one failing fixture per code and the healthy stack (docs/upstre
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
-from builders import evidence_from_objects
-from check_cases import codes, load_case, serious
+from builders import CAPTURED_AT, evidence_from_objects
+from check_cases import codes, load_case, only, serious
 
 from nbhelpers.checks import endpoints
 from nbhelpers.errors import EvidenceMissing
 from nbhelpers.evidence.model import LLM_INFERENCE_SERVICE
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding
+from nbhelpers.metrics import catalog
 
 HEALTHY = "checks/healthy/llmisvc.yaml"
 NAME = "llama-llmd"
@@ -145,3 +147,48 @@ def test_the_service_without_a_scheduler_is_judged_on_its_route_only() -> None:
         if obj["kind"] == "LLMInferenceService":
             del obj["spec"]["router"]["scheduler"]
     assert serious(endpoints.run(_evidence(objects))) == []
+
+
+def _served(rate: float) -> dict[str, dict[str, Any]]:
+    step, samples, end = 15, 240, CAPTURED_AT.timestamp()
+    values = [[end - step * (samples - i), str(rate)] for i in range(samples)]
+    spec = catalog.BY_ID["vllm_request_rate"]
+    return {
+        "vllm_request_rate": {
+            "promql": catalog.render(spec, 0, "llm", NAME, step, llmisvc=True),
+            "result": [{"metric": {}, "values": values}],
+        }
+    }
+
+
+def test_a_not_ready_condition_the_served_requests_contradict_is_info() -> None:
+    """kserve/kserve#5986: Ready=False (WaitingForGateway) with a healthy chain while vLLM finishes requests.
+    Before: LLMISVC_NOT_READY critical and the top cause; after: info saying the condition lags."""
+    objects = load_case(HEALTHY, _case("LLMISVC_NOT_READY", "llmisvc_byo_gateway_condition"))
+    evidence = evidence_from_objects(
+        copy.deepcopy(objects), "llm", NAME, target_kind=LLM_INFERENCE_SERVICE, metrics=_served(4.0)
+    )
+    finding = only(endpoints.run(evidence), "LLMISVC_NOT_READY")
+    assert finding.level is Severity.INFO
+    assert "GatewaysReady=False" in finding.title and "requests are being served" in finding.summary
+    quiet = evidence_from_objects(
+        copy.deepcopy(objects), "llm", NAME, target_kind=LLM_INFERENCE_SERVICE, metrics=_served(0.0)
+    )
+    assert only(endpoints.run(quiet), "LLMISVC_NOT_READY").level is Severity.CRITICAL
+
+
+def test_served_requests_do_not_soften_a_condition_the_chain_explains() -> None:
+    objects = load_case(HEALTHY, _case("ENDPOINTS_PICKER_NOT_READY", "llmisvc_failclose"))
+    evidence = evidence_from_objects(
+        copy.deepcopy(objects), "llm", NAME, target_kind=LLM_INFERENCE_SERVICE, metrics=_served(4.0)
+    )
+    assert only(endpoints.run(evidence), "LLMISVC_NOT_READY").level is Severity.CRITICAL
+
+
+def test_the_llmisvc_metric_selector_takes_the_vllm_pods_and_leaves_the_picker_out() -> None:
+    promql = catalog.render(catalog.BY_ID["vllm_running"], 0, "llm", NAME, 15, llmisvc=True)
+    pattern = re.search(r'pod=~"([^"]+)"', promql)
+    assert pattern is not None
+    matches = re.compile(pattern.group(1)).fullmatch  # PromQL anchors =~ at both ends
+    assert matches("llama-llmd-kserve-6d8f7c9b5-4xk2p") and matches("llama-llmd-kserve-prefill-7f9d8c6b5-x2k4p")
+    assert not matches("llama-llmd-kserve-router-scheduler-7c9d8b6f4-k2m4p")

@@ -15,7 +15,7 @@ from typing import Any
 
 from nbhelpers.errors import EvidenceMissing
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import common, llmisvc
+from nbhelpers.facts import common, llmisvc, traffic
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.sources import kinds, kube
@@ -35,6 +35,7 @@ LLMISVC_CONDITIONS = (
     "InferencePoolReady",
 )
 ROLL_UPS = ("Ready", "WorkloadsReady", "RouterReady")
+RECENT_SECONDS = 600  # "serving now": requests finished in the window's last ten minutes
 GATEWAY_CONDITIONS = ("Programmed", "Accepted")
 PARENT_CONDITIONS = ("Accepted", "ResolvedRefs")
 
@@ -345,6 +346,15 @@ def _not_ready(evidence: Evidence, others: list[Finding]) -> Finding | None:
     if found:
         why += f" This step also found: {', '.join(found)}."
     url = kube.status(service).get("url")
+    serving = _recent_request_rate(evidence)
+    contradicted = serving is not None and not any(finding.level is not Severity.INFO for finding in others)
+    if contradicted:
+        # kserve/kserve#5986 (incidents #68): Ready=False (WaitingForGateway) while the data plane answers 200s.
+        why = (
+            f" But the vLLM pods finished about {serving:.2g} requests/s in the last {RECENT_SECONDS // 60} minutes "
+            "of the window and the route chain shows no fault: requests are being served, so the condition lags "
+            "behind the data plane (a readiness computation KServe has got wrong before) rather than stopping it."
+        )
     return Finding(
         code="LLMISVC_NOT_READY",
         title=title,
@@ -356,4 +366,16 @@ def _not_ready(evidence: Evidence, others: list[Finding]) -> Finding | None:
             what="Fix the cause the failing condition names (the other findings of this run, in root-cause order); "
             f"watch it with: kubectl get llminferenceservice {name} -n {evidence.target.namespace} -w."
         ),
+        severity=Severity.INFO if contradicted else None,
     )
+
+
+def _recent_request_rate(evidence: Evidence) -> float | None:
+    """The highest rate of requests the vLLM pods finished in the window's last minutes, when above zero."""
+    data = traffic.usable(evidence, "vllm_request_rate")
+    if data is None:
+        return None
+    since = evidence.window.end.timestamp() - RECENT_SECONDS
+    recent = [value for t, value in traffic.sum_by_time(data.series) if t >= since]
+    peak = max(recent, default=0.0)
+    return peak if peak > 0 else None
