@@ -192,3 +192,10 @@ def test_the_llmisvc_metric_selector_takes_the_vllm_pods_and_leaves_the_picker_o
     matches = re.compile(pattern.group(1)).fullmatch  # PromQL anchors =~ at both ends
     assert matches("llama-llmd-kserve-6d8f7c9b5-4xk2p") and matches("llama-llmd-kserve-prefill-7f9d8c6b5-x2k4p")
     assert not matches("llama-llmd-kserve-router-scheduler-7c9d8b6f4-k2m4p")
+
+
+def test_a_pool_target_port_no_selected_pod_listens_on() -> None:
+    findings = _run(HEALTHY, _case("ENDPOINTS_POOL_SELECTS_NO_POD", "llmisvc_target_port"))
+    finding = only(findings, "ENDPOINTS_POOL_SELECTS_NO_POD")
+    assert "targets port 8000" in finding.title and "listens on 8001" in finding.summary
+    assert any("--port=8001" in line for line in finding.evidence)

@@ -15,7 +15,7 @@ from typing import Any
 
 from nbhelpers.errors import EvidenceMissing
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import common, llmisvc, traffic
+from nbhelpers.facts import common, llmisvc, traffic, vllm_args
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.sources import kinds, kube
@@ -279,8 +279,9 @@ def _selection_finding(evidence: Evidence, pool: llmisvc.Pool) -> Finding | None
     selected = [pod for pod in llmisvc.namespace_pods(evidence) if _labels_match(pool.selector, kube.labels(pod))]
     selector_text = ",".join(f"{key}={value}" for key, value in sorted(pool.selector.items()))
     if selected:
-        if any(kube.pod_ready(pod) for pod in selected):
-            return None
+        ready = [pod for pod in selected if kube.pod_ready(pod)]
+        if ready:
+            return _target_port_finding(pool, ready, selector_text)
         return Finding(
             code="ENDPOINTS_NONE_READY",
             title=f"InferencePool {pool.name} selects {len(selected)} pod(s), none ready",
@@ -312,6 +313,42 @@ def _selection_finding(evidence: Evidence, pool: llmisvc.Pool) -> Finding | None
             f"{kube.LLMISVC_PART_OF_LABEL}={kube.LLMISVC_PART_OF}, {kube.LLMISVC_NAME_LABEL}=<name>, "
             f"{kube.LLMISVC_WORKLOAD_LABEL}=workload), or restore the labels a change to spec.labels / the "
             "template removed; for a pool KServe manages, change the LLMInferenceService, not the pool."
+        ),
+    )
+
+
+def _target_port_finding(pool: llmisvc.Pool, ready: list[KubeObject], selector_text: str) -> Finding | None:
+    """The pool sends to ``targetPorts``; a ready pod whose server listens elsewhere refuses every request."""
+    if not pool.target_ports:
+        return None
+    listening: dict[str, tuple[int, str]] = {}
+    for pod in ready:
+        container = common.serving_container(kube.spec(pod))
+        command = vllm_args.parse_container(container) if container is not None else None
+        if command is not None and command.port is not None:
+            listening[kube.name(pod)] = (
+                command.port,
+                f"{container.get('name') if container else '?'}: {command.port_source}",
+            )
+    if not listening or any(port in pool.target_ports for port, _ in listening.values()):
+        return None  # a port that cannot be told is not a mismatch
+    ports = ", ".join(str(port) for port in pool.target_ports)
+    heard = sorted({port for port, _ in listening.values()})
+    return Finding(
+        code="ENDPOINTS_POOL_SELECTS_NO_POD",
+        title=f"InferencePool {pool.name} targets port {ports}, where no selected pod listens",
+        summary=f"The pool's selector {selector_text} finds {len(ready)} ready pod(s), but it sends requests to port "
+        f"{ports} while their server listens on {', '.join(str(port) for port in heard)}: the endpoint picker "
+        "hands out endpoints that refuse the connection, so every request through the Gateway fails.",
+        objects=(pool.ref, *(kube.ref(pod) for pod in ready[:3])),
+        evidence=(
+            f"{pool.ref} targetPorts: {ports}",
+            *(f"{name} {source}" for name, (_, source) in sorted(listening.items())[:3]),
+        ),
+        fix=Fix(
+            what="Make the pool's target port and the server's listening port agree: KServe's presets use 8000 on "
+            "both (the vLLM default); a --port set in the LLMInferenceService's template must be matched by the "
+            "pool (spec.router.scheduler.pool.spec.targetPorts) or removed."
         ),
     )
 
