@@ -299,12 +299,12 @@ def _selection_finding(evidence: Evidence, pool: llmisvc.Pool) -> Finding | None
         + ",".join(f"{key}={value}" for key, value in sorted(kube.labels(pod).items()) if key != "pod-template-hash")
         for pod in workload[:3]
     ] or ["no pod of the service in the namespace"]
-    ready = sum(1 for pod in workload if kube.pod_ready(pod))
+    ready_count = sum(1 for pod in workload if kube.pod_ready(pod))
     return Finding(
         code="ENDPOINTS_POOL_SELECTS_NO_POD",
         title=f"InferencePool {pool.name} selects no pod",
         summary=f"The pool's selector {selector_text} matches no pod in {evidence.target.namespace}"
-        + (f", while {ready} of the service's {len(workload)} vLLM pod(s) are ready" if workload else "")
+        + (f", while {ready_count} of the service's {len(workload)} vLLM pod(s) are ready" if workload else "")
         + ": the endpoint picker has nothing to choose from and every request through the Gateway fails.",
         objects=(pool.ref, *(kube.ref(pod) for pod in workload[:3])),
         evidence=tuple(lines),
