@@ -28,6 +28,11 @@ LOG = (
     "vLLM API server version 0.11.0\n"
     '2026-01-15T11:30:00.000000000Z (APIServer pid=1) INFO:     10.0.3.9:41234 - "POST /v1/completions HTTP/1.1" 200 OK\n'
 )
+PICKER_LOG = (
+    '2026-01-15T11:49:59.000000000Z {"level":"error","msg":"Failed to watch","error":"failed to list '
+    "*v1alpha2.InferenceObjective: inferenceobjectives.inference.networking.x-k8s.io is forbidden: User "
+    'system:serviceaccount:llm:llama-llmd-epp-sa cannot list resource inferenceobjectives"}\n'
+)
 # The groups only an LLMInferenceService triage reads, plus the Gateway API it hangs on.
 GROUPS = {
     "serving.kserve.io",
@@ -81,8 +86,13 @@ def test_a_healthy_service_is_triaged_live_and_from_its_bundle(fake_api: FakeApi
     evidence = result.evidence
     assert {kind.key for kind in (kinds.LLM_INFERENCE_SERVICE, kinds.INFERENCE_POOL)} <= set(evidence.objects)
     assert len(evidence.of(kinds.POD)) == 3  # two vLLM pods and the endpoint picker, by KServe's labels
-    assert [log.container for log in evidence.logs] == ["main"]
-    assert "POST /v1/completions" in evidence.logs[0].text and "version 0.11.0" not in evidence.logs[0].text  # window
+    # One vLLM pod (the healthy one) and the endpoint picker: the main container of each.
+    assert sorted((log.pod, log.container) for log in evidence.logs) == [
+        (POD, "main"),
+        ("llama-llmd-kserve-router-scheduler-7c9d8b6f4-k2m4p", "main"),
+    ]
+    vllm_log = next(log for log in evidence.logs if log.pod == POD)
+    assert "POST /v1/completions" in vllm_log.text and "version 0.11.0" not in vllm_log.text  # window
 
     bundle = write_bundle(evidence, tmp_path / "evidence.tar.gz", evidence.observed_at)
     assert json.loads(_manifest(bundle))["target"]["kind"] == "LLMInferenceService"
@@ -102,8 +112,17 @@ def _manifest(bundle: Path) -> str:
 
 def test_a_picker_down_under_failclose_is_the_root_cause_live(fake_api: FakeApiServer, tmp_path: Path) -> None:
     server = load_llmisvc_cluster(fake_api, "checks/ENDPOINTS_PICKER_NOT_READY/llmisvc_failclose.yaml")
+    picker = "llama-llmd-kserve-router-scheduler-7c9d8b6f4-k2m4p"
+    server.cluster.add_log("llm", picker, "main", PICKER_LOG)
+    server.cluster.add_log("llm", picker, "main", PICKER_LOG, previous=True)
     result = triage(server, tmp_path)
     assert result.root_causes[:2] == ("ENDPOINTS_PICKER_NOT_READY", "LLMISVC_NOT_READY")
+    assert {(log.pod, log.previous) for log in result.evidence.logs if log.pod == picker} == {
+        (picker, False),
+        (picker, True),
+    }
+    finding = next(f for f in result.findings if f.code == "ENDPOINTS_PICKER_NOT_READY")
+    assert any("cannot list resource" in line for line in finding.evidence)
 
 
 def test_without_the_inference_extension_the_pool_is_not_installed(fake_api: FakeApiServer, tmp_path: Path) -> None:

@@ -242,7 +242,7 @@ def _gather_llmisvc(
     events = _read_events(reader, namespace, target.isvc, window, f"{target.isvc}-kserve")
 
     note("reading logs")
-    logs = _read_logs(reader, choose_log_pods(pods, kube.is_llmisvc_workload), window, site)
+    logs = _read_logs(reader, choose_log_pods(pods, kube.is_llmisvc_workload) + _picker_log_pod(pods), window, site)
 
     note("querying Prometheus")
     metric_data = _query_metrics(metrics, target, window, reader.records)
@@ -423,6 +423,15 @@ def _read_events(
     reader.objects.pop(kinds.EVENT.key, None)
     related.sort(key=lambda event: (kube.event_interval(event)[0] or window.start, kube.name(event)))
     return related
+
+
+def _picker_log_pod(pods: list[KubeObject]) -> list[KubeObject]:
+    """One endpoint picker pod, a not-ready one first: its log says why the picker is down."""
+    pickers = [
+        pod for pod in pods if kube.labels(pod).get(kube.LLMISVC_COMPONENT_LABEL) == kube.LLMISVC_SCHEDULER_COMPONENT
+    ]
+    pickers.sort(key=lambda pod: (kube.pod_ready(pod), kube.name(pod)))
+    return pickers[:1]
 
 
 def choose_log_pods(

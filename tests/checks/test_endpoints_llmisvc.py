@@ -199,3 +199,23 @@ def test_a_pool_target_port_no_selected_pod_listens_on() -> None:
     finding = only(findings, "ENDPOINTS_POOL_SELECTS_NO_POD")
     assert "targets port 8000" in finding.title and "listens on 8001" in finding.summary
     assert any("--port=8001" in line for line in finding.evidence)
+
+
+PICKER_POD = "llama-llmd-kserve-router-scheduler-7c9d8b6f4-k2m4p"
+# The endpoint picker refused by the API server (istio/istio.io#17528: its Role lacks list on inferenceobjectives).
+PICKER_LOG = (
+    '2026-01-15T11:49:58.000000000Z {"level":"info","msg":"starting manager"}\n'
+    '2026-01-15T11:49:59.000000000Z {"level":"error","msg":"Failed to watch","error":"failed to list '
+    "*v1alpha2.InferenceObjective: inferenceobjectives.inference.networking.x-k8s.io is forbidden: User "
+    '\\"system:serviceaccount:llm:llama-llmd-epp-sa\\" cannot list resource \\"inferenceobjectives\\""}\n'
+)
+
+
+def test_the_picker_finding_quotes_the_error_its_log_ends_with() -> None:
+    objects = load_case(HEALTHY, _case("ENDPOINTS_PICKER_NOT_READY", "llmisvc_failclose"))
+    evidence = evidence_from_objects(
+        copy.deepcopy(objects), "llm", NAME, target_kind=LLM_INFERENCE_SERVICE, logs={(PICKER_POD, "main"): PICKER_LOG}
+    )
+    finding = only(endpoints.run(evidence), "ENDPOINTS_PICKER_NOT_READY")
+    quoted = [line for line in finding.evidence if line.startswith("log ")]
+    assert len(quoted) == 1 and "cannot list resource" in quoted[0] and "starting manager" not in quoted[0]

@@ -10,6 +10,7 @@ links behind it are not blamed for what they cannot do. Shapes and defaults: doc
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -246,6 +247,7 @@ def _picker_finding(evidence: Evidence, pool: llmisvc.Pool) -> Finding | None:
     mode = pool.failure_mode or llmisvc.FAIL_CLOSE
     closed = mode == llmisvc.FAIL_CLOSE
     states = [common.describe_pod_state(pod) for pod in pods] or ["no endpoint picker pod"]
+    states += _picker_log_errors(evidence, pods)
     consequence = (
         "Under failureMode FailClose the Gateway rejects every request while the picker does not answer: "
         "the whole service is down even though the model pods may be ready."
@@ -270,6 +272,20 @@ def _picker_finding(evidence: Evidence, pool: llmisvc.Pool) -> Finding | None:
         ),
         severity=Severity.CRITICAL if closed else Severity.WARNING,
     )
+
+
+_LOG_ERROR = re.compile(r"\b(error|forbidden|fatal|panic|failed)\b", re.IGNORECASE)
+
+
+def _picker_log_errors(evidence: Evidence, pods: list[KubeObject]) -> list[str]:
+    """The picker's last error lines (an RBAC refusal, a bad flag: istio/istio.io#17528), at most three."""
+    lines = []
+    for pod in pods:
+        for log in evidence.logs_of(kube.name(pod)):
+            errors = [common.strip_log_timestamp(line) for line in log.text.splitlines() if _LOG_ERROR.search(line)]
+            where = f"{log.pod}/{log.container}{' (previous)' if log.previous else ''}"
+            lines += [f"log {where}: {common.shorten(line, 300)}" for line in errors[-3:]]
+    return lines[-3:]
 
 
 def _selection_finding(evidence: Evidence, pool: llmisvc.Pool) -> Finding | None:
