@@ -140,7 +140,10 @@ def describe_condition(entry: Mapping[str, Any]) -> str:
 
 
 def is_predictor(obj: Mapping[str, Any]) -> bool:
-    """Predictor objects carry ``component=predictor``; unlabelled ones are judged by name."""
+    """Predictor objects carry ``component=predictor``; unlabelled ones are judged by name. An LLMInferenceService's
+    vLLM workload (``kserve.io/component=workload``, a label only its controller sets) is its predictor."""
+    if is_llmisvc_workload(obj):
+        return True
     component = labels(obj).get(COMPONENT_LABEL)
     if component is not None:
         return component == "predictor"
