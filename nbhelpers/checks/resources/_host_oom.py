@@ -125,9 +125,9 @@ def _llmisvc_limit_origin(facts: ResourceFacts) -> str:
     name = kube.name(facts.evidence.isvc)
     template = kube.spec(facts.evidence.isvc).get("template") or {}
     for container in template.get("containers") or []:
-        if container.get("name") == facts.container_name:
-            if ((container.get("resources") or {}).get("limits") or {}).get("memory") is not None:
-                return f"the LLMInferenceService ({name}, spec.template)"
+        limit = ((container.get("resources") or {}).get("limits") or {}).get("memory")
+        if container.get("name") == facts.container_name and limit is not None:
+            return f"the LLMInferenceService ({name}, spec.template)"
     return (
         f"not the LLMInferenceService's own spec.template ({name}): a preset it merges (LLMInferenceServiceConfig), "
         "a LimitRange default or an admission webhook"
