@@ -79,8 +79,8 @@ def test_a_healthy_service_is_triaged_live_and_from_its_bundle(fake_api: FakeApi
     assert document["target"]["isvc"] == "llama-llmd"
     assert result.root_causes == ()
     assert result.step("endpoints").status == "ok"
-    assert result.step("resources").status == "ok"
-    skipped = [step for step in result.steps if step.id not in ("endpoints", "resources")]
+    assert {result.step(step).status for step in ("probes", "resources")} == {"ok"}
+    skipped = [step for step in result.steps if step.id not in ("endpoints", "probes", "resources")]
     assert {step.status for step in skipped} == {"skipped"}
     assert all("LLMInferenceService" in step.reason for step in skipped)
     assert result.partial is False

@@ -42,7 +42,7 @@ _RUN_BY_ID: dict[str, CheckFunction] = {module.STEP.id: module.run for module in
 
 # The steps that know KServe's LLMInferenceService stack (issue #18). ``triage.run_step`` skips the others for
 # it, with that reason, rather than judging its pods by InferenceService rules they do not follow.
-LLMISVC_STEPS = frozenset({"endpoints", "resources"})
+LLMISVC_STEPS = frozenset({"endpoints", "probes", "resources"})
 
 
 def check_for(step_id: str) -> CheckFunction:
