@@ -187,3 +187,27 @@ def test_the_cli_triages_an_llmisvc_live(fake_api: FakeApiServer, tmp_path: Path
     assert findings["target"]["kind"] == "LLMInferenceService"
     assert findings["root_causes"][0] == "ENDPOINTS_POOL_SELECTS_NO_POD"
     assert "Triage of LLMInferenceService llm/llama-llmd over" in (out / "summary.md").read_text()
+
+
+def test_capture_then_triage_the_bundle_from_the_cli(fake_api: FakeApiServer, tmp_path: Path) -> None:
+    server = load_llmisvc_cluster(fake_api, "checks/ROUTING_GATEWAY_NOT_PROGRAMMED/llmisvc_no_address.yaml")
+    config = write_kubeconfig(tmp_path / "kubeconfig", server.url, token=server.token)
+    bundle = tmp_path / "incident.tar.gz"
+    window = ("--start", WINDOW["start"], "--end", WINDOW["end"])
+    captured = kserve_runbook(
+        "capture", "--kubeconfig", str(config), "-n", "llm", "--llmisvc", "llama-llmd", *window, "--out", str(bundle),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert captured.returncode == 0, captured.stderr
+    out = tmp_path / "out"
+    replay = kserve_runbook("triage", "--bundle", str(bundle), "--out", str(out), "--no-report", cwd=tmp_path)
+    assert replay.returncode == 1, replay.stderr
+    findings = json.loads((out / "findings.json").read_text())
+    assert findings["target"] == {
+        "namespace": "llm",
+        "isvc": "llama-llmd",
+        "deployment_mode": "unknown",
+        "deployment_mode_raw": "",
+        "kind": "LLMInferenceService",
+    }
+    assert findings["root_causes"][0] == "ROUTING_GATEWAY_NOT_PROGRAMMED"

@@ -219,3 +219,15 @@ def test_the_picker_finding_quotes_the_error_its_log_ends_with() -> None:
     finding = only(endpoints.run(evidence), "ENDPOINTS_PICKER_NOT_READY")
     quoted = [line for line in finding.evidence if line.startswith("log ")]
     assert len(quoted) == 1 and "cannot list resource" in quoted[0] and "starting manager" not in quoted[0]
+
+
+def test_without_a_scheduler_no_ready_vllm_pod_is_none_ready() -> None:
+    objects = load_case(HEALTHY, drop=(POOL_V1,))
+    for obj in objects:
+        if obj["kind"] == "LLMInferenceService":
+            del obj["spec"]["router"]["scheduler"]
+        if obj["kind"] == "Pod" and "router-scheduler" not in obj["metadata"]["name"]:
+            obj["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]
+    finding = only(endpoints.run(_evidence(objects)), "ENDPOINTS_NONE_READY")
+    assert finding.title == "no ready vLLM pod behind llama-llmd-kserve-workload-svc"
+    assert "none of its 2 vLLM pod(s) is ready" in finding.summary

@@ -46,6 +46,9 @@ def llmisvc_path(evidence: Evidence) -> list[Finding]:
     findings = _gateways_and_routes(evidence)
     if llmisvc.has_scheduler(evidence):
         findings += _pool_chain(evidence)
+    else:
+        workload = _workload_finding(evidence)
+        findings += [workload] if workload is not None else []
     not_ready = _not_ready(evidence, findings)
     return ([not_ready] if not_ready else []) + findings
 
@@ -366,6 +369,25 @@ def _target_port_finding(pool: llmisvc.Pool, ready: list[KubeObject], selector_t
             "both (the vLLM default); a --port set in the LLMInferenceService's template must be matched by the "
             "pool (spec.router.scheduler.pool.spec.targetPorts) or removed."
         ),
+    )
+
+
+def _workload_finding(evidence: Evidence) -> Finding | None:
+    """Without a scheduler the route sends to the Service ``<name>-kserve-workload-svc``, which needs a ready pod."""
+    common.require_read(evidence, f"{kinds.POD.key} in ")
+    pods = llmisvc.workload_pods(evidence)
+    if any(kube.pod_ready(pod) for pod in pods):
+        return None
+    service = f"{llmisvc.service_name(evidence)}-kserve-workload-svc"
+    return Finding(
+        code="ENDPOINTS_NONE_READY",
+        title=f"no ready vLLM pod behind {service}" if pods else f"no vLLM pod behind {service}",
+        summary=f"The LLMInferenceService routes to the Service {service} (no scheduler), and "
+        + (f"none of its {len(pods)} vLLM pod(s) is ready" if pods else "it has no vLLM pod at all")
+        + ": the Gateway has no endpoint and answers 503. The cause is in the pods: see probes and resources.",
+        objects=(kube.ref(evidence.isvc), *(kube.ref(pod) for pod in pods[:5])),
+        evidence=tuple(common.describe_pod_state(pod) for pod in pods[:5]) or ("no pod with KServe's workload labels",),
+        fix=Fix(what="Follow the probes and resources findings for these pods."),
     )
 
 
