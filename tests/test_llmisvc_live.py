@@ -211,3 +211,24 @@ def test_capture_then_triage_the_bundle_from_the_cli(fake_api: FakeApiServer, tm
         "kind": "LLMInferenceService",
     }
     assert findings["root_causes"][0] == "ROUTING_GATEWAY_NOT_PROGRAMMED"
+
+
+def test_the_llmisvc_gather_stays_within_its_request_budget(fake_api: FakeApiServer, tmp_path: Path) -> None:
+    """Few batched reads (docs/architecture.md#data-flow): lists by kind, one GET per Gateway, logs per chosen pod."""
+    server = load_llmisvc_cluster(fake_api)
+    server.clear_requests()
+    triage(server, tmp_path)
+    paths = [request.path for request in server.requests]
+    assert {request.method for request in server.requests} == {"GET"}
+    per_pod = [path for path in paths if path.startswith("/api/v1/namespaces/llm/pods/")]
+    assert sorted(path.rsplit("/", 2)[-2] for path in per_pod) == [
+        POD,
+        "llama-llmd-kserve-router-scheduler-7c9d8b6f4-k2m4p",
+    ]
+    assert all(path.endswith("/log") for path in per_pod)
+    reads = [path for path in paths if not path.endswith("/log")]
+    # discovery, version, the service, 3 labelled lists, 7 namespace lists (not ScaledObject: KEDA is not installed,
+    # discovery says so), 1 Gateway, nodes, APIServices and the metrics-server's Service, Deployments and adapter
+    # ConfigMaps, events.
+    assert len(reads) == 20, reads
+    assert "/apis/gateway.networking.k8s.io/v1/namespaces/kserve/gateways/kserve-ingress-gateway" in paths
