@@ -256,7 +256,9 @@ def _picker_finding(evidence: Evidence, pool: llmisvc.Pool) -> Finding | None:
         "the whole service is down even though the model pods may be ready."
         if closed
         else "Under failureMode FailOpen the Gateway sends requests on without the picker's choice: the service "
-        "answers, but without prefix-cache or load-aware routing, so latency and KV-cache use degrade."
+        "answers, but without prefix-cache or load-aware routing, so latency and KV-cache use degrade. Some "
+        "Gateway implementations still answer 500 once a request body has gone to the picker "
+        "(agentgateway/agentgateway#3473): if clients see 500s, treat this as critical."
     )
     name = kube.name(deployment) if deployment else f"{llmisvc.service_name(evidence)}-kserve-router-scheduler"
     return Finding(
