@@ -3,9 +3,10 @@
 client → Gateway (Programmed, Accepted) → HTTPRoute (Accepted, ResolvedRefs per parent) → InferencePool
 (Accepted, ResolvedRefs per parent) → endpoint picker (EPP) ready? → the pods the pool selects, ready?
 
-Each link is judged only when the one before it holds, so the first broken link is the finding and the
-links behind it are not blamed for what they cannot do. Shapes and defaults: docs/upstream-facts.md
-(LLMInferenceService).
+A route hanging on a broken Gateway is not judged itself (the Gateway is the finding); the pool, the picker
+and the pods are judged whatever the links before them show, and the cause edges (findings/catalog.yaml) rank
+the first broken link before the ones behind it and before the service's own not-ready condition. Shapes and
+defaults: docs/upstream-facts.md (LLMInferenceService).
 """
 
 from __future__ import annotations
