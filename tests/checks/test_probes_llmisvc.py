@@ -11,7 +11,7 @@ from builders import evidence_from_objects
 from check_cases import load_case, only, serious
 from test_probes import stamped, vllm_start
 
-from nbhelpers.checks import probes
+from nbhelpers.checks import probes, resources
 from nbhelpers.evidence.model import LLM_INFERENCE_SERVICE
 from nbhelpers.findings.catalog import Severity
 
@@ -50,3 +50,8 @@ def test_a_liveness_delay_shorter_than_the_load_kills_main_mid_load() -> None:
     assert finding.fix is not None and finding.fix.patch is None
     assert "container main in its spec.template" in finding.remediation
     assert "InferenceService does not declare" not in finding.remediation
+
+
+def test_the_restart_loop_is_not_read_as_a_resource_problem() -> None:
+    """The last state is a kubelet kill (exit 137, reason Error), not OOMKilled; /dev/shm is KServe's memory-backed one."""
+    assert serious(resources.run(_evidence(HEALTHY, KILLED, logs=LOGS))) == []
