@@ -15,10 +15,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from nbhelpers import __version__
-from nbhelpers.checks import STEP_IDS, STEPS, check_for
+from nbhelpers.checks import LLMISVC_STEPS, STEP_IDS, STEPS, check_for
 from nbhelpers.errors import BundleError, EvidenceMissing, RunbookError, StepSkipped
 from nbhelpers.evidence.gather import gather
-from nbhelpers.evidence.model import Evidence, SiteConfig, Target
+from nbhelpers.evidence.model import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE, Evidence, SiteConfig, Target
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding, apply_ignores, rank_root_causes
 from nbhelpers.findings.steps import CheckFunction, StepInfo
@@ -42,6 +42,7 @@ class TriageParams:
 
     namespace: str = ""
     isvc: str = ""
+    llmisvc: str = ""
     bundle: str = ""
     kubeconfig: str = ""
     context: str = ""
@@ -63,6 +64,8 @@ class TriageParams:
     knative_namespace: str = "knative-serving"
 
     def __post_init__(self) -> None:
+        if self.isvc and self.llmisvc:
+            raise RunbookError("give either --isvc or --llmisvc, not both")
         if self.since is not None and (self.start or self.end):
             raise RunbookError("give either --since or --start/--end, not both")
         if (self.start is None) != (self.end is None):
@@ -71,6 +74,15 @@ class TriageParams:
             raise RunbookError("--incident-start and --incident-end go together")
         if self.incident_start and self.incident_end and self.incident_start >= self.incident_end:
             raise RunbookError("--incident-start must be before --incident-end")
+
+    def target(self, namespace: str = "", name: str = "", kind: str = INFERENCE_SERVICE) -> Target:
+        """The target these parameters name; ``namespace``, ``name`` and ``kind`` fill what they leave out
+        (a bundle's manifest)."""
+        if self.llmisvc:
+            return Target(self.namespace or namespace, self.llmisvc, LLM_INFERENCE_SERVICE)
+        if self.isvc:
+            return Target(self.namespace or namespace, self.isvc, INFERENCE_SERVICE)
+        return Target(self.namespace or namespace, name, kind)
 
     @property
     def incident(self) -> Window | None:
@@ -195,6 +207,8 @@ class TriageResult:
                 "isvc": evidence.target.isvc,
                 "deployment_mode": evidence.deployment_mode,
                 "deployment_mode_raw": evidence.deployment_mode_raw,
+                # optional (docs/contracts.md): only for targets other than an InferenceService
+                **({"kind": evidence.target.kind} if evidence.target.kind != INFERENCE_SERVICE else {}),
             },
             "window": evidence.window.to_json(),
             "sources": dict(evidence.sources),
@@ -222,6 +236,8 @@ def run_step(
     began = time.monotonic()
     findings: list[Finding] = []
     try:
+        if evidence.target.is_llmisvc and step.id not in LLMISVC_STEPS:
+            raise StepSkipped("this step does not yet read an LLMInferenceService's stack (issue #18)")
         findings = apply_ignores(check(evidence), ignored or {})
     except StepSkipped as skipped:
         status, reason = "skipped", skipped.reason
@@ -268,7 +284,7 @@ def open_sources(
         from nbhelpers.sources.bundle import open_bundle
 
         cluster, bundle_metrics, manifest = open_bundle(params.bundle)
-        target = Target(params.namespace or manifest.namespace, params.isvc or manifest.isvc)
+        target = params.target(manifest.namespace, manifest.isvc, manifest.kind)
         captured = manifest.captured_at
         if params.since is not None or params.start or params.end:
             window = resolve_window(captured, params.since, params.start, params.end)
@@ -278,10 +294,12 @@ def open_sources(
         if params.prometheus:
             metrics = _live_metrics(params, timeout, deadline)
         return cluster, metrics, target, window
-    if not params.namespace or not params.isvc:
-        raise RunbookError("--namespace and --isvc are required without --bundle")
+    if not params.namespace or not (params.isvc or params.llmisvc):
+        raise RunbookError(
+            "--namespace and --isvc are required without --bundle (--llmisvc instead of --isvc for an LLMInferenceService)"
+        )
     live = open_live_sources(params, deadline)
-    return live.cluster, live.metrics, Target(params.namespace, params.isvc), live.window
+    return live.cluster, live.metrics, params.target(), live.window
 
 
 def open_live_sources(params: TriageParams, deadline: float | None = None) -> SharedSources:
@@ -361,7 +379,7 @@ def opened_sources(
 ) -> Iterator[tuple[ClusterSource, MetricsSource | None, Target, Window]]:
     """:func:`open_sources`, closing the sources' connections afterwards (``shared`` ones stay open)."""
     if shared is not None:
-        yield shared.cluster, shared.metrics, Target(params.namespace, params.isvc), shared.window
+        yield shared.cluster, shared.metrics, params.target(), shared.window
         return
     cluster, metrics, target, window = open_sources(params, deadline)
     try:

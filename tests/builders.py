@@ -74,15 +74,17 @@ def evidence_from_objects(
     objects: Iterable[Mapping[str, Any]],
     namespace: str,
     isvc: str,
+    target_kind: str = "InferenceService",
     **bundle_options: Any,
 ) -> Evidence:
-    """The Evidence gather() builds for these objects (and optional logs/metrics)."""
+    """The Evidence gather() builds for these objects (and optional logs/metrics); ``target_kind``
+    ``LLMInferenceService`` names an LLMInferenceService by ``isvc``."""
     files = bundle_files(objects, namespace, isvc, **bundle_options)
     cluster, metrics, manifest = open_bundle(Path("<fixture>"), files)
     return gather(
         cluster,
         metrics if metrics.index else None,
-        Target(namespace, isvc),
+        Target(namespace, isvc, target_kind),
         manifest.window,
         manifest.captured_at,
     )

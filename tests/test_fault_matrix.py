@@ -62,8 +62,10 @@ pytestmark = pytest.mark.integration
 WINDOW = {"start": "2026-01-15T11:00:00Z", "end": "2026-01-15T12:00:00Z"}
 NAMESPACE, ISVC = "llm", "vllm-llm"
 POD = "vllm-llm-predictor-00001-deployment-7d9c5f6b8d-4xk2p"  # the pod whose logs gather() reads
-# Every kind gather() reads from this cluster; Knative's Route is in the kind table but never read.
-KINDS_READ = tuple(kind for kind in kinds.ALL_KINDS if kind is not kinds.KNATIVE_ROUTE)
+# Every kind gather() reads for an InferenceService; Knative's Route is in the kind table but never read, and the
+# LLMInferenceService's own kinds are read only for that target (tests/test_llmisvc_live.py).
+LLMISVC_ONLY = (kinds.LLM_INFERENCE_SERVICE, kinds.INFERENCE_POOL, kinds.INFERENCE_POOL_ALPHA)
+KINDS_READ = tuple(kind for kind in kinds.ALL_KINDS if kind is not kinds.KNATIVE_ROUTE and kind not in LLMISVC_ONLY)
 
 
 # --- the cluster -------------------------------------------------------------------------------------

@@ -287,3 +287,29 @@ def test_loader_expands_patterns_and_leaves_info_codes_and_self_edges_out() -> N
 def test_a_malformed_catalog_is_a_clear_error(text: str, message: str) -> None:
     with pytest.raises(catalog.CatalogError, match=rf"^catalog\.yaml: .*{message}"):
         catalog.parse_catalog(text)
+
+
+# The LLMInferenceService route chain (issue #18): a broken link explains the links behind it and the service's own
+# not-ready condition; the first broken link leads.
+LLMISVC_EDGES = [
+    ("ROUTING_GATEWAY_NOT_PROGRAMMED", "ROUTING_HTTPROUTE_NOT_ACCEPTED"),
+    ("ROUTING_GATEWAY_NOT_PROGRAMMED", "ROUTING_POOL_NOT_ACCEPTED"),
+    ("ROUTING_POOL_NOT_ACCEPTED", "ROUTING_HTTPROUTE_NOT_ACCEPTED"),
+    ("ENDPOINTS_POOL_SELECTS_NO_POD", "ENDPOINTS_PICKER_NOT_READY"),
+    ("ENDPOINTS_PICKER_NOT_READY", "LLMISVC_NOT_READY"),
+    ("ENDPOINTS_POOL_SELECTS_NO_POD", "LLMISVC_NOT_READY"),
+    ("ENDPOINTS_NONE_READY", "LLMISVC_NOT_READY"),
+    ("ROUTING_GATEWAY_NOT_PROGRAMMED", "LLMISVC_NOT_READY"),
+    ("ROUTING_HTTPROUTE_NOT_ACCEPTED", "LLMISVC_NOT_READY"),
+    ("ROUTING_POOL_NOT_ACCEPTED", "LLMISVC_NOT_READY"),
+]
+
+
+@pytest.mark.parametrize(("cause", "effect"), LLMISVC_EDGES)
+def test_llmisvc_route_chain_edges_present(cause: str, effect: str) -> None:
+    assert effect in CAUSE_EDGES[cause]
+
+
+def test_a_crashing_engine_explains_a_not_ready_llmisvc_through_its_endpoints() -> None:
+    findings = [_finding("LLMISVC_NOT_READY"), _finding("ENDPOINTS_NONE_READY"), _finding("ENGINE_START_FAILED")]
+    assert rank_root_causes(findings, STEP_IDS) == ["ENGINE_START_FAILED", "ENDPOINTS_NONE_READY", "LLMISVC_NOT_READY"]

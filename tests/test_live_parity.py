@@ -7,16 +7,17 @@ clusters too (issue 3: "all codes work on live and bundle sources").
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
-from builders import CAPTURED_AT, FIXTURES, WINDOW
-from checks.check_cases import ISVC, NAMESPACE, evidence_of, load_case
+from builders import CAPTURED_AT, FIXTURES, WINDOW, evidence_from_objects
+from checks.check_cases import ISVC, NAMESPACE, load_case
 from fakeapi import FakeApiServer, crds_for_every_kind_read
 
 from nbhelpers.checks import STEPS, check_for
 from nbhelpers.evidence.gather import gather
-from nbhelpers.evidence.model import Evidence, Target
+from nbhelpers.evidence.model import LLM_INFERENCE_SERVICE, Evidence, Target
 from nbhelpers.scenarios import blocked, load_spec
 from nbhelpers.scenarios.generator import ScenarioCluster, build_logs, build_objects
 from nbhelpers.scenarios.state import plan
@@ -25,6 +26,8 @@ from nbhelpers.sources.cluster_live import LiveCluster
 from nbhelpers.triage import run_step
 
 pytestmark = pytest.mark.integration
+LLMISVC_BASE = "checks/healthy/llmisvc.yaml"
+LLMISVC = "llama-llmd"
 
 # Cases whose code needs more than objects (logs, metrics, or a CRD that is not installed): their tests in
 # tests/checks add those. Here they only show parity.
@@ -65,8 +68,18 @@ def _case_files() -> list[tuple[str, str]]:
         if path.parent.name == "healthy":
             continue
         base = "checks/healthy/serverless.yaml" if path.name.startswith("serverless") else "checks/healthy/raw.yaml"
+        if path.name.startswith("llmisvc"):
+            base = LLMISVC_BASE
         cases.append((base, relative))
-    return [("checks/healthy/raw.yaml", ""), ("checks/healthy/serverless.yaml", ""), *cases]
+    bases = ("checks/healthy/raw.yaml", "checks/healthy/serverless.yaml", LLMISVC_BASE)
+    return [*((base, "") for base in bases), *cases]
+
+
+def _target(base: str) -> Target:
+    """The InferenceService of the raw and serverless bases, the LLMInferenceService of the llmisvc one."""
+    if base == LLMISVC_BASE:
+        return Target(NAMESPACE, LLMISVC, LLM_INFERENCE_SERVICE)
+    return Target(NAMESPACE, ISVC)
 
 
 def _findings(evidence: Evidence) -> list[dict[str, object]]:
@@ -82,9 +95,10 @@ def test_live_and_bundle_sources_give_the_same_findings(
 ) -> None:
     objects = load_case(base, case) if case else load_case(base)
     fake_api.cluster.add_all([*crds_for_every_kind_read(), *objects])
+    target = _target(base)
     with LiveCluster(str(kubeconfig), None, 5.0) as cluster:
-        live = gather(cluster, None, Target(NAMESPACE, ISVC), WINDOW, CAPTURED_AT)
-    from_bundle = evidence_of(objects)
+        live = gather(cluster, None, target, WINDOW, CAPTURED_AT)
+    from_bundle = evidence_from_objects(copy.deepcopy(objects), NAMESPACE, target.isvc, target.kind)
     assert _findings(live) == _findings(from_bundle)
     if case and case.removeprefix("checks/") not in NEEDS_MORE_THAN_OBJECTS:
         code = Path(case).parent.name

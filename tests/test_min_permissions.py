@@ -13,10 +13,11 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from builders import comparable
+from builders import comparable, load_yaml
 from conftest import load_serverless_with_every_kind
 from fakeapi import (
     FakeApiServer,
@@ -32,6 +33,7 @@ from nbhelpers.triage import TriageParams, params_from_text, run
 pytestmark = pytest.mark.integration
 
 CLUSTER_ROLE = Path(__file__).parents[1] / "deploy" / "base" / "clusterrole.yaml"
+LLMISVC_STACK = "checks/healthy/llmisvc.yaml"  # an LLMInferenceService with its Gateway, route, pool and picker
 WINDOW = {"start": "2026-01-15T11:00:00Z", "end": "2026-01-15T12:00:00Z"}
 
 
@@ -68,10 +70,14 @@ def test_a_triage_with_only_the_role_is_complete(every_kind: tuple[FakeApiServer
 
 
 def test_every_rule_of_the_role_is_used(every_kind: tuple[FakeApiServer, TriageParams]) -> None:
-    """Nothing in the role is there 'just in case': a triage reads every resource it grants."""
+    """Nothing in the role is there 'just in case': a triage of an InferenceService and one of an
+    LLMInferenceService read every resource it grants between them."""
     server, params = every_kind
     server.restrict_to(rules := rules_of_cluster_roles(CLUSTER_ROLE))
     run(params)
+    server.cluster.add_all(load_yaml(LLMISVC_STACK))
+    llmisvc = run(replace(params, isvc="", llmisvc="llama-llmd"))
+    assert [record for record in llmisvc.evidence.reads if record.status == "forbidden"] == []
     requested = {
         (attributes[0], attributes[2])
         for attributes in (request_attributes(request.path) for request in server.requests)

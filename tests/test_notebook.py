@@ -35,6 +35,7 @@ RUNBOOK = Path(__file__).parents[1] / "runbooks" / "triage.ipynb"
 PARAMETERS = {
     "namespace": "str",
     "isvc": "str",
+    "llmisvc": "str",
     "bundle": "str",
     "kubeconfig": "str",
     "context": "str",

@@ -56,7 +56,7 @@ from nbhelpers.cli.webhook import (
     settings_from_options,
 )
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence.model import Target
+from nbhelpers.evidence.model import LLM_INFERENCE_SERVICE, Target
 from nbhelpers.render.findings_json import validate_findings
 from nbhelpers.triage import TriageParams, params_from_text
 
@@ -786,3 +786,17 @@ def test_any_payload_is_a_list_of_alerts_or_one_payload_error(document: Any) -> 
             assert _DNS.fullmatch(job.target.namespace) and _DNS.fullmatch(job.target.isvc)
         else:
             assert isinstance(job, Skip) and job.reason
+
+
+def test_an_alert_naming_an_llminferenceservice_triages_it_as_one() -> None:
+    """Issue #18: an alert labelled with an LLMInferenceService (its pods carry no InferenceService label)."""
+    labels = {"namespace": "llm", "llminferenceservice": "llama-llmd", "pod": "llama-llmd-kserve-6d8f7c9b5-4xk2p"}
+    target = find_target(labels)
+    assert target == Target("llm", "llama-llmd", LLM_INFERENCE_SERVICE)
+    starts = datetime(2026, 1, 15, 11, 30, tzinfo=timezone.utc)
+    params = job_params(
+        TriageParams(), Job(target, "VllmDown", starts), starts + timedelta(minutes=5), timedelta(minutes=30)
+    )
+    assert (params.isvc, params.llmisvc) == ("", "llama-llmd")
+    bad = find_target({"namespace": "llm", "llmisvc": "../x"})
+    assert isinstance(bad, Skip) and "not a valid LLMInferenceService name" in bad.reason

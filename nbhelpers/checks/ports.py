@@ -325,7 +325,7 @@ class PortJudge:
     def _no_patch_reason(self) -> str:
         if self.server.shell_wrapped:
             return "(No patch: the server starts through a shell script; edit the script.)"
-        return "(No patch: the InferenceService does not declare the serving container.)"
+        return common.no_owner_patch(self.evidence)
 
     def _server_port_patch(self, port: int) -> patches.PatchPlan | None:
         located = common.isvc_serving_container(self.evidence.isvc)

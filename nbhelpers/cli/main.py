@@ -29,6 +29,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _target_options(function: F) -> F:
+    function = click.option("--llmisvc", default="", help="Name of the LLMInferenceService (instead of --isvc).")(
+        function
+    )
     function = click.option("--isvc", default="", help="Name of the InferenceService.")(function)
     return click.option("--namespace", "-n", default="", help="Namespace of the InferenceService.")(function)
 

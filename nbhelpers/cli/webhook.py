@@ -53,7 +53,7 @@ from nbhelpers.cli.headless import output_dir, render_report, write_verdict
 from nbhelpers.cli.webhook_metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from nbhelpers.cli.webhook_metrics import ReceiverMetrics
 from nbhelpers.errors import RunbookError
-from nbhelpers.evidence.model import Target
+from nbhelpers.evidence.model import LLM_INFERENCE_SERVICE, Target
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.render.findings_json import write_outputs
 from nbhelpers.render.summary import coverage_line
@@ -81,6 +81,9 @@ ISVC_LABELS = (
     "serving_kserve_io_inferenceservice",
     "label_serving_kserve_io_inferenceservice",
 )
+# Labels that name an LLMInferenceService (KServe's llm-d stack), checked first: its pods carry no InferenceService
+# label, so an alert with one of these is about the LLMInferenceService.
+LLMISVC_LABELS = ("llminferenceservice", "llmisvc")
 # Labels holding the name of a predictor Service (vLLM scraped through its Service, Istio, Knative).
 SERVICE_LABELS = ("service", "service_name", "destination_service_name")
 NAMESPACE_LABELS = ("namespace", "destination_service_namespace")
@@ -206,10 +209,11 @@ def isvc_from_predictor_name(name: str, pod: bool = False) -> str | None:
 
 
 def find_target(labels: Mapping[str, str]) -> Target | Skip:
-    """The InferenceService an alert is about, from its labels, or why there is none.
+    """The InferenceService (or LLMInferenceService) an alert is about, from its labels, or why there is none.
 
-    The namespace is the ``namespace`` label (Istio's ``destination_service_namespace`` otherwise). The
-    name is the first of :data:`ISVC_LABELS` present, else a predictor Service name in
+    The namespace is the ``namespace`` label (Istio's ``destination_service_namespace`` otherwise). An
+    LLMInferenceService is named by one of :data:`LLMISVC_LABELS`. An InferenceService's name is the first of
+    :data:`ISVC_LABELS` present, else a predictor Service name in
     :data:`SERVICE_LABELS`, else a predictor pod name in ``pod`` (kube-state-metrics alerts such as
     restarts carry only the pod).
     """
@@ -218,6 +222,11 @@ def find_target(labels: Mapping[str, str]) -> Target | Skip:
         return Skip("no namespace label")
     if not _DNS_LABEL.fullmatch(namespace):
         return Skip(f"namespace {namespace!r} is not a valid namespace name")
+    for label in LLMISVC_LABELS:
+        if labels.get(label):
+            if not _DNS_LABEL.fullmatch(labels[label]):
+                return Skip(f"label {label}={labels[label]!r} is not a valid LLMInferenceService name")
+            return Target(namespace, labels[label], LLM_INFERENCE_SERVICE)
     for label in ISVC_LABELS:
         if labels.get(label):
             if not _DNS_LABEL.fullmatch(labels[label]):
@@ -270,7 +279,8 @@ def job_params(base: TriageParams, job: Job, now: datetime, lookback: timedelta)
     return replace(
         base,
         namespace=job.target.namespace,
-        isvc=job.target.isvc,
+        isvc="" if job.target.is_llmisvc else job.target.isvc,
+        llmisvc=job.target.isvc if job.target.is_llmisvc else "",
         since=None,
         start=_whole_seconds(start),
         end=_whole_seconds(now),

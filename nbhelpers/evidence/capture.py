@@ -57,7 +57,12 @@ def manifest(evidence: Evidence, captured_at: datetime, tool_version: str = __ve
         "bundle_version": BUNDLE_VERSION,
         "tool_version": tool_version,
         "captured_at": format_time(captured_at),
-        "target": {"namespace": evidence.target.namespace, "isvc": evidence.target.isvc},
+        "target": {
+            "namespace": evidence.target.namespace,
+            "isvc": evidence.target.isvc,
+            # optional: absent means InferenceService (bundles written before LLMInferenceService support)
+            **({"kind": evidence.target.kind} if evidence.target.is_llmisvc else {}),
+        },
         "deployment_mode": evidence.deployment_mode,
         "window": evidence.window.to_json(),
         "versions": dict(evidence.versions),

@@ -89,6 +89,8 @@ def gather(
     progress: Callable[[str], None] | None = None,
 ) -> Evidence:
     """Read the evidence for ``target``. Raises ``RunbookError`` only for an unknown service."""
+    if target.is_llmisvc:
+        return _gather_llmisvc(cluster, metrics, target, window, observed_at, site, progress)
     reader = _Reader(cluster)
     note = progress or (lambda _message: None)
     note("reading the InferenceService")
@@ -134,17 +136,14 @@ def gather(
     events = _read_events(reader, namespace, target.isvc, window)
 
     note("reading logs")
-    logs = _read_logs(reader, pods, window, site)
+    logs = _read_logs(reader, choose_log_pods(pods), window, site)
 
     note("querying Prometheus")
     metric_data = _query_metrics(metrics, target, window, reader.records, predictor_hpa_names(reader.objects, target))
     if metrics is not None and not any(data.status in ("unreachable", "timeout") for data in metric_data.values()):
         metric_data.update(_query_triggers(metrics, reader.objects, target.namespace, window))
 
-    objects, events, logs, metric_data, secrets = _redact(reader.objects, events, logs, metric_data)
-    versions = _detect_versions(cluster, logs, reader.records)
-    versions = {name: redact_text(version, secrets) for name, version in versions.items()}
-    reads = [ReadRecord(record.what, record.status, redact_text(record.reason, secrets)) for record in reader.records]
+    objects, events, logs, metric_data, versions, reads = _finish(cluster, reader, events, logs, metric_data)
     isvc = next(obj for obj in objects[kinds.INFERENCE_SERVICE.key] if kube.ref(obj) == isvc_ref)
     kserve_config = next(
         (
@@ -162,6 +161,103 @@ def gather(
         isvc=isvc,
         deployment_mode=mode,
         deployment_mode_raw=mode_raw,
+        objects=MappingProxyType(objects),
+        events=tuple(events),
+        logs=tuple(logs),
+        metrics=MappingProxyType(metric_data),
+        reads=tuple(reads),
+        versions=MappingProxyType(versions),
+        sources=MappingProxyType({"cluster": cluster.mode, "prometheus": metrics.mode if metrics else "none"}),
+        site=site,
+    )
+
+
+def _finish(
+    cluster: ClusterSource,
+    reader: _Reader,
+    events: list[KubeObject],
+    logs: list[ContainerLog],
+    metric_data: dict[str, MetricData],
+) -> tuple[
+    dict[str, tuple[KubeObject, ...]],
+    list[KubeObject],
+    list[ContainerLog],
+    dict[str, MetricData],
+    dict[str, str],
+    list[ReadRecord],
+]:
+    """Redact everything read, detect the versions and return the redacted read records with them."""
+    objects, events, logs, metric_data, secrets = _redact(reader.objects, events, logs, metric_data)
+    versions = _detect_versions(cluster, logs, reader.records)
+    versions = {name: redact_text(version, secrets) for name, version in versions.items()}
+    reads = [ReadRecord(record.what, record.status, redact_text(record.reason, secrets)) for record in reader.records]
+    return objects, events, logs, metric_data, versions, reads
+
+
+def _gather_llmisvc(
+    cluster: ClusterSource,
+    metrics: MetricsSource | None,
+    target: Target,
+    window: Window,
+    observed_at: datetime,
+    site: SiteConfig,
+    progress: Callable[[str], None] | None,
+) -> Evidence:
+    """The same read pass for an LLMInferenceService and the objects KServe renders for it.
+
+    KServe labels every object it renders for ``<name>`` with ``app.kubernetes.io/part-of=llminferenceservice``
+    and ``app.kubernetes.io/name=<name>`` (workload_single_node.go singleNodeLabels, scheduler.go
+    SchedulerLabels, router.go RouterLabels), so the workloads, their pods and the endpoint picker are one
+    labelled list each. The InferencePool's selector is the user's to change, so Services, HTTPRoutes and
+    InferencePools are listed for the whole namespace, like the InferenceService path does.
+    """
+    reader = _Reader(cluster)
+    note = progress or (lambda _message: None)
+    note("reading the LLMInferenceService")
+    reader.keep(kinds.LLM_INFERENCE_SERVICE, [require_llmisvc(cluster, target)])
+    target_ref = describe_get(kinds.LLM_INFERENCE_SERVICE, target.namespace, target.isvc)
+    reader.records.append(ReadRecord(target_ref, "ok"))
+
+    note("reading the rendered workloads, router and pool")
+    namespace = target.namespace
+    selector = f"{kube.LLMISVC_PART_OF_LABEL}={kube.LLMISVC_PART_OF},{kube.LLMISVC_NAME_LABEL}={target.isvc}"
+    for kind in (kinds.DEPLOYMENT, kinds.REPLICA_SET):
+        reader.list(kind, namespace, selector)
+    pods = reader.list(kinds.POD, namespace, selector)
+    for kind in (
+        kinds.SERVICE,
+        kinds.ENDPOINTS,
+        kinds.ENDPOINT_SLICE,
+        kinds.HPA,
+        kinds.SCALED_OBJECT,
+        kinds.HTTP_ROUTE,
+        kinds.INFERENCE_POOL,
+        kinds.INFERENCE_POOL_ALPHA,
+    ):
+        reader.list(kind, namespace)
+    _read_gateways(reader, namespace)
+
+    note("reading cluster-wide objects")
+    reader.list(kinds.NODE, None)
+    _read_api_services(reader)
+
+    note("reading events")
+    events = _read_events(reader, namespace, target.isvc, window, f"{target.isvc}-kserve")
+
+    note("reading logs")
+    logs = _read_logs(reader, choose_log_pods(pods, kube.is_llmisvc_workload) + _picker_log_pod(pods), window, site)
+
+    note("querying Prometheus")
+    metric_data = _query_metrics(metrics, target, window, reader.records)
+    objects, events, logs, metric_data, versions, reads = _finish(cluster, reader, events, logs, metric_data)
+    service = next(obj for obj in objects[kinds.LLM_INFERENCE_SERVICE.key] if kube.ref(obj) == target_ref)
+    return Evidence(
+        target=target,
+        window=window,
+        observed_at=observed_at,
+        isvc=service,
+        deployment_mode="unknown",  # an InferenceService notion; the LLMInferenceService has none
+        deployment_mode_raw="",
         objects=MappingProxyType(objects),
         events=tuple(events),
         logs=tuple(logs),
@@ -217,16 +313,22 @@ def _redact_metric(data: MetricData, known_secrets: Iterable[str] = ()) -> Metri
 
 def require_isvc(cluster: ClusterSource, target: Target) -> KubeObject:
     """The InferenceService, or a ``RunbookError`` naming what is wrong (and the services that exist)."""
-    kind = kinds.INFERENCE_SERVICE
+    return _require(cluster, target, kinds.INFERENCE_SERVICE)
+
+
+def require_llmisvc(cluster: ClusterSource, target: Target) -> KubeObject:
+    """The LLMInferenceService, or a ``RunbookError`` naming what is wrong (and the services that exist)."""
+    return _require(cluster, target, kinds.LLM_INFERENCE_SERVICE)
+
+
+def _require(cluster: ClusterSource, target: Target, kind: kinds.Kind) -> KubeObject:
     try:
         isvc = cluster.get(kind, target.namespace, target.isvc)
     except ReadFailed as failure:
         if failure.status in ("not_installed", "missing"):
-            raise RunbookError(
-                "the InferenceService CRD (serving.kserve.io) is not installed in this cluster"
-            ) from None
+            raise RunbookError(f"the {kind.kind} CRD ({kind.group}) is not installed in this cluster") from None
         raise RunbookError(
-            f"cannot read InferenceService {target.namespace}/{target.isvc}: {redact_text(failure.reason)}"
+            f"cannot read {kind.kind} {target.namespace}/{target.isvc}: {redact_text(failure.reason)}"
         ) from None
     if isvc is None:
         try:
@@ -235,7 +337,7 @@ def require_isvc(cluster: ClusterSource, target: Target) -> KubeObject:
             existing = []
         known = ", ".join(existing) if existing else "none"
         raise RunbookError(
-            f"InferenceService {target.isvc!r} not found in namespace {target.namespace!r} (existing: {known})"
+            f"{kind.kind} {target.isvc!r} not found in namespace {target.namespace!r} (existing: {known})"
         )
     return isvc
 
@@ -299,18 +401,22 @@ def _read_api_services(reader: _Reader) -> None:
         reader.list(kinds.CONFIG_MAP, service_namespace, "app.kubernetes.io/name=prometheus-adapter")
 
 
-def _related(event: KubeObject, isvc: str, names: set[str]) -> bool:
+def _related(event: KubeObject, isvc: str, names: set[str], prefix: str) -> bool:
     involved = event.get("involvedObject") or event.get("regarding") or {}
     name = str(involved.get("name") or "")
-    return name in names or name.startswith(f"{isvc}-predictor") or name == isvc
+    return name in names or name.startswith(prefix) or name == isvc
 
 
-def _read_events(reader: _Reader, namespace: str, isvc: str, window: Window) -> list[KubeObject]:
+def _read_events(
+    reader: _Reader, namespace: str, isvc: str, window: Window, prefix: str | None = None
+) -> list[KubeObject]:
+    """The window's events about the objects read, or about any object named ``prefix...`` (default
+    ``<isvc>-predictor``: pods that no longer exist leave events behind)."""
     names = {kube.name(obj) for bucket in reader.objects.values() for obj in bucket.values()}
     related = []
     for event in reader.list(kinds.EVENT, namespace):
         first, last = kube.event_interval(event)
-        if not _related(event, isvc, names):
+        if not _related(event, isvc, names, prefix or f"{isvc}-predictor"):
             continue
         if last is not None and last < window.start:
             continue
@@ -322,9 +428,21 @@ def _read_events(reader: _Reader, namespace: str, isvc: str, window: Window) -> 
     return related
 
 
-def choose_log_pods(pods: list[KubeObject]) -> list[KubeObject]:
-    """At most three predictor pods: most restarts, newest not ready, one healthy."""
-    predictors = [pod for pod in pods if kube.is_predictor(pod)]
+def _picker_log_pod(pods: list[KubeObject]) -> list[KubeObject]:
+    """One endpoint picker pod, a not-ready one first: its log says why the picker is down."""
+    pickers = [
+        pod for pod in pods if kube.labels(pod).get(kube.LLMISVC_COMPONENT_LABEL) == kube.LLMISVC_SCHEDULER_COMPONENT
+    ]
+    pickers.sort(key=lambda pod: (kube.pod_ready(pod), kube.name(pod)))
+    return pickers[:1]
+
+
+def choose_log_pods(
+    pods: list[KubeObject], serving: Callable[[KubeObject], bool] = kube.is_predictor
+) -> list[KubeObject]:
+    """At most three serving pods (``serving``: predictor pods by default): most restarts, newest not ready,
+    one healthy."""
+    predictors = [pod for pod in pods if serving(pod)]
     chosen: list[KubeObject] = []
 
     def add(pod: KubeObject | None) -> None:
@@ -376,9 +494,9 @@ def _log_statuses(pod: KubeObject) -> list[Mapping[str, Any]]:
     return [*failed_init, *(s for s in status.get("containerStatuses") or [] if _has_run(s))]
 
 
-def _read_logs(reader: _Reader, pods: list[KubeObject], window: Window, site: SiteConfig) -> list[ContainerLog]:
+def _read_logs(reader: _Reader, chosen: list[KubeObject], window: Window, site: SiteConfig) -> list[ContainerLog]:
     logs = []
-    for pod in choose_log_pods(pods):
+    for pod in chosen:
         for status in _log_statuses(pod):
             container = str(status.get("name"))
             wanted = [False] + ([True] if int(status.get("restartCount") or 0) > 0 else [])
@@ -501,7 +619,7 @@ def _query_one(
 ) -> MetricData:
     first: MetricData | None = None
     for index in range(len(spec.templates)):
-        promql = catalog.render(spec, index, target.namespace, target.isvc, step, hpa_names)
+        promql = catalog.render(spec, index, target.namespace, target.isvc, step, hpa_names, target.is_llmisvc)
         try:
             answer = metrics.query_range(spec.id, promql, window.start, window.end, step)
         except ReadFailed as failure:

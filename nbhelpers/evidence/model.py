@@ -21,11 +21,23 @@ from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.kube import KubeObject
 from nbhelpers.util.times import Window
 
+INFERENCE_SERVICE = "InferenceService"
+LLM_INFERENCE_SERVICE = "LLMInferenceService"
+TARGET_KINDS = (INFERENCE_SERVICE, LLM_INFERENCE_SERVICE)
+
 
 @dataclass(frozen=True)
 class Target:
+    """The service being triaged. ``isvc`` is its name, whichever ``kind`` it is (the field predates
+    LLMInferenceService and is part of the findings.json and bundle contracts)."""
+
     namespace: str
     isvc: str
+    kind: str = INFERENCE_SERVICE
+
+    @property
+    def is_llmisvc(self) -> bool:
+        return self.kind == LLM_INFERENCE_SERVICE
 
 
 @dataclass(frozen=True)

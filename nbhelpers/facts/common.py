@@ -43,6 +43,21 @@ def require_read(evidence: Evidence, what: str) -> None:
         raise EvidenceMissing(failure.what, f"{failure.status}: {failure.reason}".rstrip(": "))
 
 
+def no_owner_patch(evidence: Evidence) -> str:
+    """Why a finding carries no patch when the owner does not declare the serving container to patch."""
+    if evidence.target.is_llmisvc:
+        container = next((c.get("name") for c in _template_containers(evidence)), None) or kube.LLMISVC_CONTAINER
+        return (
+            "(No patch yet for an LLMInferenceService: make the change on container "
+            f"{container} in its spec.template, which KServe merges over its presets.)"
+        )
+    return "(No patch: the InferenceService does not declare the serving container.)"
+
+
+def _template_containers(evidence: Evidence) -> list[Mapping[str, Any]]:
+    return list((kube.spec(evidence.isvc).get("template") or {}).get("containers") or [])
+
+
 def predictor_name(evidence: Evidence) -> str:
     return f"{evidence.target.isvc}-predictor"
 

@@ -253,13 +253,24 @@ _LABEL_VALUE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
 def render(
-    spec: QuerySpec, template_index: int, namespace: str, isvc: str, step_seconds: int, hpa_names: Sequence[str] = ()
+    spec: QuerySpec,
+    template_index: int,
+    namespace: str,
+    isvc: str,
+    step_seconds: int,
+    hpa_names: Sequence[str] = (),
+    llmisvc: bool = False,
 ) -> str:
     """Fill one template for an InferenceService. Names are validated, never quoted blindly.
 
     ``hpa_names``: HPAs that scale the predictor. The HPA series match the ``<isvc>-predictor`` prefix
     (KServe's own name) and any other of these names, so a bundle captured before names were added,
     or for KServe-named HPAs, replays the same PromQL.
+
+    ``llmisvc``: ``isvc`` names an LLMInferenceService, whose vLLM pods come from the Deployments
+    ``<name>-kserve`` and ``<name>-kserve-prefill`` (kmeta.ChildName in KServe's
+    pkg/controller/v1alpha2/llmisvc/workload_single_node.go). The pattern stops at the two hash segments of a
+    Deployment's pod, so the endpoint picker ``<name>-kserve-router-scheduler-<rs>-<pod>`` is not counted.
     """
     for value in (namespace, isvc, *hpa_names):
         if not _LABEL_VALUE.fullmatch(value):
@@ -267,7 +278,7 @@ def render(
     prefix = f"{isvc}-predictor"
     extra_hpas = sorted({name for name in hpa_names if not name.startswith(prefix)})  # the prefix has the rest
     hpa_pattern = "|".join([f"{prefix}.*", *(name.replace(".", "[.]") for name in extra_hpas)])
-    pod_pattern = f"{isvc}-predictor-.+"
+    pod_pattern = f"{isvc}-kserve-(prefill-)?[a-z0-9]+-[a-z0-9]+" if llmisvc else f"{isvc}-predictor-.+"
     selector = f'namespace="{namespace}", pod=~"{pod_pattern}"'
     dcgm_selector = f'exported_namespace="{namespace}", exported_pod=~"{pod_pattern}"'
     rate_range = f"{max(60, 4 * step_seconds)}s"

@@ -130,7 +130,9 @@ def start_triage(**parameters: Any) -> Triage:
         params = params_from_text(
             {**parameters, "ignore": split_codes(str(parameters.get("ignore", ""))), "prometheus_headers": headers}
         )
-        if wants_panel(interactive, bool(params.namespace or params.isvc or params.bundle), os.environ):
+        if wants_panel(
+            interactive, bool(params.namespace or params.isvc or params.llmisvc or params.bundle), os.environ
+        ):
             return open_panel(params, symptom, out_dir)
         from IPython.display import HTML
 

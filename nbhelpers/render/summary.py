@@ -305,9 +305,10 @@ def _summary_paragraph(result: TriageResult) -> str:
     evidence = result.evidence
     counts = {level: sum(1 for f in result.findings if f.level is level) for level in Severity}
     ran = sum(1 for step in result.steps if step.status in ("ok", "findings"))
+    mode = "" if evidence.target.is_llmisvc else f" (deployment mode {evidence.deployment_mode})"
     text = (
-        f"Triage of InferenceService {evidence.target.namespace}/{evidence.target.isvc} "
-        f"(deployment mode {evidence.deployment_mode}) over {window_text(evidence.window)}, "
+        f"Triage of {evidence.target.kind} {evidence.target.namespace}/{evidence.target.isvc}"
+        f"{mode} over {window_text(evidence.window)}, "
         f"from {evidence.sources.get('cluster', '?')} cluster data and "
         f"{evidence.sources.get('prometheus', 'no')} metrics. "
         f"{ran} of {len(result.steps)} steps ran; {counts[Severity.CRITICAL]} critical, "

@@ -67,6 +67,11 @@ class Manifest:
         return str((self.raw.get("target") or {}).get("isvc") or "")
 
     @property
+    def kind(self) -> str:
+        """The target's kind: ``InferenceService`` unless the manifest names another."""
+        return str((self.raw.get("target") or {}).get("kind") or "InferenceService")
+
+    @property
     def captured_at(self) -> datetime:
         return parse_time(str(self.raw.get("captured_at")), "captured_at")
 

@@ -30,6 +30,11 @@ CORE_LIKE_GROUPS = frozenset(
 )
 
 INFERENCE_SERVICE = Kind("InferenceService", "serving.kserve.io", ("v1beta1",), "inferenceservices")
+# KServe serves LLMInferenceService as v1alpha2 (storage version) and v1alpha1, converted by its webhook
+# (pkg/apis/serving/v1alpha2/llm_inference_service_types.go, +kubebuilder:storageversion).
+LLM_INFERENCE_SERVICE = Kind(
+    "LLMInferenceService", "serving.kserve.io", ("v1alpha2", "v1alpha1"), "llminferenceservices"
+)
 SERVING_RUNTIME = Kind("ServingRuntime", "serving.kserve.io", ("v1alpha1",), "servingruntimes")
 CLUSTER_SERVING_RUNTIME = Kind(
     "ClusterServingRuntime", "serving.kserve.io", ("v1alpha1",), "clusterservingruntimes", namespaced=False
@@ -53,11 +58,17 @@ VIRTUAL_SERVICE = Kind("VirtualService", "networking.istio.io", ("v1", "v1beta1"
 ISTIO_GATEWAY = Kind("Gateway", "networking.istio.io", ("v1", "v1beta1", "v1alpha3"), "gateways")
 HTTP_ROUTE = Kind("HTTPRoute", "gateway.networking.k8s.io", ("v1", "v1beta1"), "httproutes")
 GATEWAY_API_GATEWAY = Kind("Gateway", "gateway.networking.k8s.io", ("v1", "v1beta1"), "gateways")
+# Gateway API Inference Extension: the GA group (v1: selector.matchLabels, targetPorts, endpointPickerRef) and
+# the experimental one (v1alpha2: selector, targetPortNumber, extensionRef). KServe creates both while it
+# migrates (pkg/controller/v1alpha2/llmisvc/router.go); they live in different groups and may coexist.
+INFERENCE_POOL = Kind("InferencePool", "inference.networking.k8s.io", ("v1",), "inferencepools")
+INFERENCE_POOL_ALPHA = Kind("InferencePool", "inference.networking.x-k8s.io", ("v1alpha2",), "inferencepools")
 INGRESS = Kind("Ingress", "networking.k8s.io", ("v1",), "ingresses")
 API_SERVICE = Kind("APIService", "apiregistration.k8s.io", ("v1",), "apiservices", namespaced=False)
 
 ALL_KINDS: tuple[Kind, ...] = (
     INFERENCE_SERVICE,
+    LLM_INFERENCE_SERVICE,
     SERVING_RUNTIME,
     CLUSTER_SERVING_RUNTIME,
     KNATIVE_SERVICE,
@@ -79,6 +90,8 @@ ALL_KINDS: tuple[Kind, ...] = (
     ISTIO_GATEWAY,
     HTTP_ROUTE,
     GATEWAY_API_GATEWAY,
+    INFERENCE_POOL,
+    INFERENCE_POOL_ALPHA,
     INGRESS,
     API_SERVICE,
 )

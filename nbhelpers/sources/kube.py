@@ -19,6 +19,16 @@ COMPONENT_LABEL = "component"
 DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
 AUTOSCALER_CLASS_ANNOTATION = "serving.kserve.io/autoscalerClass"
 SERVING_CONTAINER = "kserve-container"
+# What KServe sets on the objects it renders for an LLMInferenceService (pkg/constants/constants.go;
+# GetWorkloadLabelSelector in pkg/controller/v1alpha2/llmisvc/workload.go is the InferencePool's default selector).
+LLMISVC_PART_OF_LABEL = "app.kubernetes.io/part-of"
+LLMISVC_PART_OF = "llminferenceservice"
+LLMISVC_NAME_LABEL = "app.kubernetes.io/name"
+LLMISVC_COMPONENT_LABEL = "app.kubernetes.io/component"
+LLMISVC_WORKLOAD_LABEL = "kserve.io/component"  # "workload" on every vLLM pod (main, prefill, leader, worker)
+LLMISVC_ROLE_LABEL = "llm-d.ai/role"  # both | decode | prefill
+LLMISVC_SCHEDULER_COMPONENT = "llminferenceservice-router-scheduler"  # the endpoint picker (EPP)
+LLMISVC_CONTAINER = "main"  # the vLLM container of KServe's config-llm-template presets
 
 
 # Fields every reader of an object relies on, and the type the API server guarantees for them.
@@ -130,11 +140,19 @@ def describe_condition(entry: Mapping[str, Any]) -> str:
 
 
 def is_predictor(obj: Mapping[str, Any]) -> bool:
-    """Predictor objects carry ``component=predictor``; unlabelled ones are judged by name."""
+    """Predictor objects carry ``component=predictor``; unlabelled ones are judged by name. An LLMInferenceService's
+    vLLM workload (``kserve.io/component=workload``, a label only its controller sets) is its predictor."""
+    if is_llmisvc_workload(obj):
+        return True
     component = labels(obj).get(COMPONENT_LABEL)
     if component is not None:
         return component == "predictor"
     return "-predictor" in name(obj)
+
+
+def is_llmisvc_workload(obj: Mapping[str, Any]) -> bool:
+    """A vLLM workload object of an LLMInferenceService (not its endpoint picker or router)."""
+    return labels(obj).get(LLMISVC_WORKLOAD_LABEL) == "workload"
 
 
 def pod_ready(pod: Mapping[str, Any]) -> bool:

@@ -10,6 +10,7 @@ What "the serving path" is depends on the mode (docs/upstream-facts.md):
 - RawDeployment (Standard): the Service ``<isvc>-predictor`` selects the pods directly; KServe adds
   an Ingress ``<isvc>``, or HTTPRoutes when the Gateway API is enabled, unless ingress creation is
   disabled.
+- LLMInferenceService (llm-d): Gateway → HTTPRoute → InferencePool → endpoint picker → pods (``_llmisvc``).
 
 Findings tell "no ready pods" (the cause is in the pods: probes, ports, resources) apart from
 "routing broken" (pods are fine, the path to them is not).
@@ -17,6 +18,7 @@ Findings tell "no ready pods" (the cause is in the pods: probes, ports, resource
 
 from __future__ import annotations
 
+from nbhelpers.checks.endpoints._llmisvc import llmisvc_path
 from nbhelpers.checks.endpoints._raw import raw_path
 from nbhelpers.checks.endpoints._routing import routing
 from nbhelpers.checks.endpoints._serverless import serverless_path
@@ -35,6 +37,8 @@ ISVC_CONDITIONS = ("Ready", "PredictorReady", "IngressReady")
 
 
 def run(evidence: Evidence) -> list[Finding]:
+    if evidence.target.is_llmisvc:
+        return llmisvc_path(evidence)
     common.skip_modelmesh(evidence)
     mode = common.effective_mode(evidence)
     findings = serverless_path(evidence) if mode == common.SERVERLESS else raw_path(evidence)

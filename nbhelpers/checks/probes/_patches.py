@@ -32,7 +32,7 @@ def new_probe(facts: ProbeFacts, kind: str, timings: Mapping[str, Any]) -> dict[
 def no_patch_reason(facts: ProbeFacts) -> str:
     if facts.server.port is None or facts.server.server not in _DEFAULT_PATHS:
         return "(No patch: the server or its listening port cannot be told from the spec.)"
-    return "(No patch: the InferenceService does not declare the serving container.)"
+    return common.no_owner_patch(facts.evidence)
 
 
 def set_probe_plan(

@@ -283,7 +283,7 @@ class EngineFacts:
     def no_patch_reason(self) -> str:
         if self.server.shell_wrapped:
             return "(No patch: the server starts through a shell script; change the flags there.)"
-        return "(No patch: the InferenceService does not declare the serving container.)"
+        return common.no_owner_patch(self.evidence)
 
     def args_patch(self, changes: Mapping[str, str]) -> patches.PatchPlan | None:
         """A merge patch of the ISVC's serving container args with each flag set (the whole list, docs/contracts.md#findingsjson-v1).

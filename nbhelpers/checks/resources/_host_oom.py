@@ -103,6 +103,8 @@ def _oom_series_of_gone_pods(facts: ResourceFacts) -> list[str]:
 def _limit_origin(facts: ResourceFacts, limit_value: Any) -> str:
     if limit_value is None:
         return "no memory limit anywhere"
+    if facts.evidence.target.is_llmisvc:
+        return _llmisvc_limit_origin(facts)
     declared = _isvc_container_resources(facts)
     if (declared.get("limits") or {}).get("memory") is not None:
         return f"the InferenceService ({kube.name(facts.evidence.isvc)})"
@@ -115,6 +117,21 @@ def _limit_origin(facts: ResourceFacts, limit_value: Any) -> str:
     if str(limit_value) == KSERVE_DEFAULT_MEMORY:
         return f"KServe's default for containers without resources ({KSERVE_DEFAULT_MEMORY})"
     return "neither the InferenceService nor its runtime (a LimitRange default or an admission webhook)"
+
+
+def _llmisvc_limit_origin(facts: ResourceFacts) -> str:
+    """An LLMInferenceService declares its vLLM container in ``spec.template``; what it leaves out comes from the
+    LLMInferenceServiceConfig presets KServe merges in (pkg/controller/v1alpha2/llmisvc/config_merge.go)."""
+    name = kube.name(facts.evidence.isvc)
+    template = kube.spec(facts.evidence.isvc).get("template") or {}
+    for container in template.get("containers") or []:
+        limit = ((container.get("resources") or {}).get("limits") or {}).get("memory")
+        if container.get("name") == facts.container_name and limit is not None:
+            return f"the LLMInferenceService ({name}, spec.template)"
+    return (
+        f"not the LLMInferenceService's own spec.template ({name}): a preset it merges (LLMInferenceServiceConfig), "
+        "a LimitRange default or an admission webhook"
+    )
 
 
 def _isvc_container_resources(facts: ResourceFacts) -> Mapping[str, Any]:

@@ -101,6 +101,8 @@ def _most_telling(failures: list[InitFailure]) -> InitFailure:
 
 
 def _storage_uri(facts: ResourceFacts) -> str:
+    if facts.evidence.target.is_llmisvc:  # an LLMInferenceService names its model in spec.model.uri
+        return str((kube.spec(facts.evidence.isvc).get("model") or {}).get("uri") or "")
     predictor = kube.spec(facts.evidence.isvc).get("predictor") or {}
     for section in ("model", *(k for k in predictor if k not in ("model", "containers"))):
         value = predictor.get(section)

@@ -82,9 +82,7 @@ def shm_missing(facts: ResourceFacts) -> Finding | None:
         summary=summary,
         objects=(facts.isvc_ref, facts.workload.ref),
         evidence=tuple(lines),
-        fix=Fix.from_plan(
-            what, plan, no_patch="(No patch: the InferenceService does not declare the serving container.)"
-        ),
+        fix=Fix.from_plan(what, plan, no_patch=common.no_owner_patch(facts.evidence)),
         severity=severity,
     )
 

@@ -1,0 +1,234 @@
+"""An LLMInferenceService triaged live (fixture API server over HTTP, real kubernetes client) and from the bundle
+that run captured; the CLI's target options (issue #18)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from builders import FIXTURES, comparable, load_yaml
+from fakeapi import FakeApiServer, crds_for_every_kind_read, write_kubeconfig
+
+from nbhelpers.evidence.capture import write_bundle
+from nbhelpers.render.findings_json import validate_findings
+from nbhelpers.sources import kinds
+from nbhelpers.triage import TriageResult, params_from_text, run
+
+pytestmark = pytest.mark.integration
+
+WINDOW = {"start": "2026-01-15T11:00:00Z", "end": "2026-01-15T12:00:00Z"}
+COMMON = FIXTURES / "cluster" / "common"
+HEALTHY = "checks/healthy/llmisvc.yaml"
+POD = "llama-llmd-kserve-6d8f7c9b5-4xk2p"
+LOG = (
+    "2026-01-15T10:10:31.000000000Z (APIServer pid=1) INFO 01-15 10:10:31 [api_server.py:1805] "
+    "vLLM API server version 0.11.0\n"
+    '2026-01-15T11:30:00.000000000Z (APIServer pid=1) INFO:     10.0.3.9:41234 - "POST /v1/completions HTTP/1.1" 200 OK\n'
+)
+PICKER_LOG = (
+    '2026-01-15T11:49:59.000000000Z {"level":"error","msg":"Failed to watch","error":"failed to list '
+    "*v1alpha2.InferenceObjective: inferenceobjectives.inference.networking.x-k8s.io is forbidden: User "
+    'system:serviceaccount:llm:llama-llmd-epp-sa cannot list resource inferenceobjectives"}\n'
+)
+# The groups only an LLMInferenceService triage reads, plus the Gateway API it hangs on.
+GROUPS = {
+    "serving.kserve.io",
+    "inference.networking.k8s.io",
+    "inference.networking.x-k8s.io",
+    "gateway.networking.k8s.io",
+}
+
+
+def load_llmisvc_cluster(server: FakeApiServer, *overrides: str, with_pool_crds: bool = True) -> FakeApiServer:
+    """KServe's common fixtures, the CRDs the llm-d stack needs and the healthy stack (``overrides`` replace objects)."""
+    server.load(COMMON)
+    present = server.cluster.objects[("apiextensions.k8s.io", "customresourcedefinitions")]
+    wanted = [
+        crd
+        for crd in crds_for_every_kind_read()
+        if crd["spec"]["group"] in GROUPS
+        and ("", crd["metadata"]["name"]) not in present
+        and (with_pool_crds or crd["spec"]["names"]["kind"] != "InferencePool")
+    ]
+    server.cluster.add_all(wanted)
+    objects: dict[tuple[str, str, str, str], dict] = {}
+    for obj in load_yaml(HEALTHY, *overrides):
+        key = (obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+        objects[key] = obj
+    server.cluster.add_all(obj for obj in objects.values() if with_pool_crds or obj["kind"] != "InferencePool")
+    server.cluster.add_log("llm", POD, "main", LOG)
+    return server
+
+
+def triage(server: FakeApiServer, tmp_path: Path, **extra: str) -> TriageResult:
+    config = write_kubeconfig(tmp_path / "kubeconfig", server.url, token=server.token)
+    return run(
+        params_from_text({"kubeconfig": str(config), "namespace": "llm", "llmisvc": "llama-llmd", **WINDOW, **extra})
+    )
+
+
+def test_a_healthy_service_is_triaged_live_and_from_its_bundle(fake_api: FakeApiServer, tmp_path: Path) -> None:
+    result = triage(load_llmisvc_cluster(fake_api), tmp_path)
+
+    document = result.to_json()
+    validate_findings(document)
+    assert document["target"]["kind"] == "LLMInferenceService"
+    assert document["target"]["isvc"] == "llama-llmd"
+    assert result.root_causes == ()
+    assert result.step("endpoints").status == "ok"
+    assert {result.step(step).status for step in ("probes", "resources")} == {"ok"}
+    skipped = [step for step in result.steps if step.id not in ("endpoints", "probes", "resources")]
+    assert {step.status for step in skipped} == {"skipped"}
+    assert all("LLMInferenceService" in step.reason for step in skipped)
+    assert result.partial is False
+    evidence = result.evidence
+    assert {kind.key for kind in (kinds.LLM_INFERENCE_SERVICE, kinds.INFERENCE_POOL)} <= set(evidence.objects)
+    assert len(evidence.of(kinds.POD)) == 3  # two vLLM pods and the endpoint picker, by KServe's labels
+    # One vLLM pod (the healthy one) and the endpoint picker: the main container of each.
+    assert sorted((log.pod, log.container) for log in evidence.logs) == [
+        (POD, "main"),
+        ("llama-llmd-kserve-router-scheduler-7c9d8b6f4-k2m4p", "main"),
+    ]
+    vllm_log = next(log for log in evidence.logs if log.pod == POD)
+    assert "POST /v1/completions" in vllm_log.text and "version 0.11.0" not in vllm_log.text  # window
+
+    bundle = write_bundle(evidence, tmp_path / "evidence.tar.gz", evidence.observed_at)
+    assert json.loads(_manifest(bundle))["target"]["kind"] == "LLMInferenceService"
+    replay = run(params_from_text({"bundle": str(bundle)}))
+    assert comparable(replay.to_json()) | {"sources": None} == comparable(document) | {"sources": None}
+
+
+def _manifest(bundle: Path) -> str:
+    import tarfile
+
+    with tarfile.open(bundle) as archive:
+        member = next(m for m in archive.getmembers() if m.name.endswith("manifest.json"))
+        handle = archive.extractfile(member)
+        assert handle is not None
+        return handle.read().decode()
+
+
+def test_a_picker_down_under_failclose_is_the_root_cause_live(fake_api: FakeApiServer, tmp_path: Path) -> None:
+    server = load_llmisvc_cluster(fake_api, "checks/ENDPOINTS_PICKER_NOT_READY/llmisvc_failclose.yaml")
+    picker = "llama-llmd-kserve-router-scheduler-7c9d8b6f4-k2m4p"
+    server.cluster.add_log("llm", picker, "main", PICKER_LOG)
+    server.cluster.add_log("llm", picker, "main", PICKER_LOG, previous=True)
+    result = triage(server, tmp_path)
+    assert result.root_causes[:2] == ("ENDPOINTS_PICKER_NOT_READY", "LLMISVC_NOT_READY")
+    assert {(log.pod, log.previous) for log in result.evidence.logs if log.pod == picker} == {
+        (picker, False),
+        (picker, True),
+    }
+    finding = next(f for f in result.findings if f.code == "ENDPOINTS_PICKER_NOT_READY")
+    assert any("cannot list resource" in line for line in finding.evidence)
+
+
+def test_without_the_inference_extension_the_pool_is_not_installed(fake_api: FakeApiServer, tmp_path: Path) -> None:
+    result = triage(load_llmisvc_cluster(fake_api, with_pool_crds=False), tmp_path)
+    statuses = {record.what: record.status for record in result.evidence.reads}
+    assert statuses["InferencePool.inference.networking.k8s.io in llm"] == "not_installed"
+    assert result.partial is False
+    pool = next(finding for finding in result.findings if finding.code == "ROUTING_POOL_NOT_ACCEPTED")
+    assert "not installed" in pool.summary
+
+
+def test_an_unknown_llmisvc_lists_the_existing_ones(fake_api: FakeApiServer, tmp_path: Path) -> None:
+    from nbhelpers.errors import RunbookError
+
+    with pytest.raises(
+        RunbookError, match=r"LLMInferenceService 'nope' not found in namespace 'llm' \(existing: llama-llmd\)"
+    ):
+        triage(load_llmisvc_cluster(fake_api), tmp_path, llmisvc="nope")
+
+
+def kserve_runbook(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nbhelpers", *arguments], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
+
+
+def test_the_cli_takes_one_target_kind(tmp_path: Path) -> None:
+    both = kserve_runbook("triage", "-n", "llm", "--isvc", "a", "--llmisvc", "b", cwd=tmp_path)
+    assert both.returncode == 2 and both.stderr.strip().splitlines() == [both.stderr.strip()]
+    assert "give either --isvc or --llmisvc, not both" in both.stderr
+    neither = kserve_runbook("triage", "-n", "llm", cwd=tmp_path)
+    assert neither.returncode == 2 and "--llmisvc instead of --isvc" in neither.stderr
+
+
+def test_the_cli_triages_an_llmisvc_live(fake_api: FakeApiServer, tmp_path: Path) -> None:
+    server = load_llmisvc_cluster(fake_api, "checks/ENDPOINTS_POOL_SELECTS_NO_POD/llmisvc_label_changed.yaml")
+    # The v1 pool is gone: only the x-k8s.io pool with the changed selector remains.
+    del server.cluster.objects[("inference.networking.k8s.io", "inferencepools")][("llm", "llama-llmd-inference-pool")]
+    config = write_kubeconfig(tmp_path / "kubeconfig", server.url, token=server.token)
+    out = tmp_path / "out"
+    result = kserve_runbook(
+        "triage",
+        "--kubeconfig",
+        str(config),
+        "-n",
+        "llm",
+        "--llmisvc",
+        "llama-llmd",
+        "--start",
+        WINDOW["start"],
+        "--end",
+        WINDOW["end"],
+        "--out",
+        str(out),
+        "--no-report",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "ENDPOINTS_POOL_SELECTS_NO_POD" in result.stdout
+    findings = json.loads((out / "findings.json").read_text())
+    assert findings["target"]["kind"] == "LLMInferenceService"
+    assert findings["root_causes"][0] == "ENDPOINTS_POOL_SELECTS_NO_POD"
+    assert "Triage of LLMInferenceService llm/llama-llmd over" in (out / "summary.md").read_text()
+
+
+def test_capture_then_triage_the_bundle_from_the_cli(fake_api: FakeApiServer, tmp_path: Path) -> None:
+    server = load_llmisvc_cluster(fake_api, "checks/ROUTING_GATEWAY_NOT_PROGRAMMED/llmisvc_no_address.yaml")
+    config = write_kubeconfig(tmp_path / "kubeconfig", server.url, token=server.token)
+    bundle = tmp_path / "incident.tar.gz"
+    window = ("--start", WINDOW["start"], "--end", WINDOW["end"])
+    captured = kserve_runbook(
+        "capture", "--kubeconfig", str(config), "-n", "llm", "--llmisvc", "llama-llmd", *window, "--out", str(bundle),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert captured.returncode == 0, captured.stderr
+    out = tmp_path / "out"
+    replay = kserve_runbook("triage", "--bundle", str(bundle), "--out", str(out), "--no-report", cwd=tmp_path)
+    assert replay.returncode == 1, replay.stderr
+    findings = json.loads((out / "findings.json").read_text())
+    assert findings["target"] == {
+        "namespace": "llm",
+        "isvc": "llama-llmd",
+        "deployment_mode": "unknown",
+        "deployment_mode_raw": "",
+        "kind": "LLMInferenceService",
+    }
+    assert findings["root_causes"][0] == "ROUTING_GATEWAY_NOT_PROGRAMMED"
+
+
+def test_the_llmisvc_gather_stays_within_its_request_budget(fake_api: FakeApiServer, tmp_path: Path) -> None:
+    """Few batched reads (docs/architecture.md#data-flow): lists by kind, one GET per Gateway, logs per chosen pod."""
+    server = load_llmisvc_cluster(fake_api)
+    server.clear_requests()
+    triage(server, tmp_path)
+    paths = [request.path for request in server.requests]
+    assert {request.method for request in server.requests} == {"GET"}
+    per_pod = [path for path in paths if path.startswith("/api/v1/namespaces/llm/pods/")]
+    assert sorted(path.rsplit("/", 2)[-2] for path in per_pod) == [
+        POD,
+        "llama-llmd-kserve-router-scheduler-7c9d8b6f4-k2m4p",
+    ]
+    assert all(path.endswith("/log") for path in per_pod)
+    reads = [path for path in paths if not path.endswith("/log")]
+    # discovery, version, the service, 3 labelled lists, 7 namespace lists (not ScaledObject: KEDA is not installed,
+    # discovery says so), 1 Gateway, nodes, APIServices and the metrics-server's Service, Deployments and adapter
+    # ConfigMaps, events.
+    assert len(reads) == 20, reads
+    assert "/apis/gateway.networking.k8s.io/v1/namespaces/kserve/gateways/kserve-ingress-gateway" in paths
