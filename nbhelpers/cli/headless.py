@@ -243,15 +243,27 @@ def execute(
 
 
 def write_verdict(result: TriageResult, out_dir: Path) -> Path:
-    """The fast part's files: findings.json, summary.md and the redacted evidence bundle they came from.
+    """The fast part's files: findings.json and summary.md (:func:`write_findings`), then the redacted
+    evidence bundle they came from (:func:`write_evidence`)."""
+    write_findings(result, out_dir)
+    return write_evidence(result, out_dir)
+
+
+def write_findings(result: TriageResult, out_dir: Path) -> None:
+    """findings.json and summary.md: the verdict, printed as soon as they are on disk."""
+    from nbhelpers.render.findings_json import write_outputs
+
+    write_outputs(result, out_dir)
+
+
+def write_evidence(result: TriageResult, out_dir: Path) -> Path:
+    """The redacted evidence bundle, ``evidence.tar.gz``.
 
     The bundle is what the report notebook reads, so the report shows the evidence the verdict was drawn
     from and never reads the cluster a second time; it is also the file to attach to a postmortem.
     """
     from nbhelpers.evidence.capture import write_bundle
-    from nbhelpers.render.findings_json import write_outputs
 
-    write_outputs(result, out_dir)
     return write_bundle(result.evidence, out_dir / EVIDENCE_FILE, result.evidence.observed_at)
 
 

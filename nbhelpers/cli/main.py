@@ -117,8 +117,8 @@ def _params(options: dict[str, Any]) -> Any:
 
 
 def _run_report(options: dict[str, Any], always_zero: bool = False) -> None:
-    """Verdict first: read once and run the nine steps in-process, write findings.json, summary.md and the
-    evidence bundle, print the verdict; only then render the report notebook from that bundle."""
+    """Verdict first: read once and run the nine steps in-process, write findings.json and summary.md, print
+    the verdict, then write the evidence bundle; only then render the report notebook from that bundle."""
     import time
 
     from nbhelpers.cli import headless
@@ -133,13 +133,14 @@ def _run_report(options: dict[str, Any], always_zero: bool = False) -> None:
     result = run(params, progress)
     target = result.evidence.target
     out_dir = headless.output_dir(options.get("out") or None, target, datetime.now(timezone.utc))
-    bundle = headless.write_verdict(result, out_dir)
+    headless.write_findings(result, out_dir)
     critical = sum(1 for finding in result.findings if finding.level is Severity.CRITICAL)
     coverage = coverage_line(result)
     click.echo(terminal_safe(coverage))
     click.echo(terminal_safe(f"root causes: {', '.join(result.root_causes) or 'none'} ({critical} critical findings)"))
     click.echo(f"findings: {out_dir / 'findings.json'}")
     sys.stdout.flush()
+    bundle = headless.write_evidence(result, out_dir)  # after the verdict: compressing it takes a while
     if not options.get("no_report"):
         left = params.deadline.total_seconds() - (time.monotonic() - began) if params.deadline else None
         symptom = options.get("symptom") or ""

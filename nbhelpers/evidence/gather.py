@@ -7,7 +7,8 @@ it could not see; secrets are redacted before anything is kept.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
@@ -544,14 +545,16 @@ def _query_metrics(
     step = query_step_seconds(window)
     results: dict[str, MetricData] = {}
     unreachable: str | None = None
+    answers = _answers(metrics, lambda spec: _query_one(metrics, spec, target, window, step, hpa_names))
     for spec in catalog.CATALOG:
         if unreachable is not None:
             results[spec.id] = MetricData(spec.id, "", 0, step, "unreachable", error=unreachable)
             continue
-        results[spec.id] = _query_one(metrics, spec, target, window, step, hpa_names)
+        results[spec.id] = next(answers)
         if results[spec.id].status in ("unreachable", "timeout"):
             unreachable = results[spec.id].error
             records.append(ReadRecord("prometheus", results[spec.id].status, unreachable))
+    answers.close()  # queries still in flight are waited for, none is sent any more
     if unreachable is not None:
         return results
     for status in ("error", "missing"):
@@ -575,6 +578,25 @@ def _query_metrics(
             )
         )
     return results
+
+
+def _answers(metrics: MetricsSource, ask: Callable[[catalog.QuerySpec], MetricData]) -> Generator[MetricData]:
+    """The catalog's answers in catalog order, asked lazily one by one, or (``metrics.parallel_queries`` > 1)
+    after the first answers, that many at once.
+
+    Either way a Prometheus that cannot be reached costs one timeout, not one per query: the caller stops
+    taking answers at the first unreachable one, and in parallel the first query goes alone as the probe.
+    """
+    specs = list(catalog.CATALOG)
+    if metrics.parallel_queries <= 1:
+        yield from (ask(spec) for spec in specs)
+        return
+    first = ask(specs[0])
+    yield first
+    if first.status in ("unreachable", "timeout"):
+        return
+    with ThreadPoolExecutor(max_workers=metrics.parallel_queries, thread_name_prefix="promql") as pool:
+        yield from pool.map(ask, specs[1:])
 
 
 def _query_triggers(

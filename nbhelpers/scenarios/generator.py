@@ -80,6 +80,7 @@ class ScenarioMetrics:
     """A :class:`~nbhelpers.sources.base.MetricsSource` answering catalog queries from the raw series."""
 
     mode = "bundle"
+    parallel_queries = 1  # answers are computed in memory: nothing to wait for
 
     def __init__(self, spec: ScenarioSpec, store: RawStore) -> None:
         self.spec = spec

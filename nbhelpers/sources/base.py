@@ -72,6 +72,8 @@ class MetricsSource(Protocol):
     """Range queries against Prometheus (live) or recorded answers (bundle)."""
 
     mode: str  # "live" | "bundle"
+    # Range queries gather() may have in flight at once: more than one only where answers wait on a network.
+    parallel_queries: int
 
     def query_range(self, query_id: str, promql: str, start: datetime, end: datetime, step_seconds: int) -> RangeResult:
         """The answer to one range query; ``ReadFailed`` when it could not be answered."""

@@ -451,6 +451,7 @@ class BundleMetrics:
     """A :class:`~nbhelpers.sources.base.MetricsSource` over recorded query_range answers."""
 
     mode = "bundle"
+    parallel_queries = 1  # answers are read from files: nothing to wait for
 
     def __init__(self, files: BundleFiles) -> None:
         self.files = files

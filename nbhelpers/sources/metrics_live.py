@@ -10,12 +10,12 @@ credential query parameter).
 
 from __future__ import annotations
 
-import warnings
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+import urllib3
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from prometheus_api_client.prometheus_connect import PrometheusConnect
 from urllib3.exceptions import InsecureRequestWarning
@@ -37,6 +37,9 @@ class LiveMetrics:
     """A :class:`~nbhelpers.sources.base.MetricsSource` that asks a Prometheus HTTP API."""
 
     mode = "live"
+    # gather() sends this many range queries at once: each waits on Prometheus, not on this process. Four keep
+    # a triage's load on Prometheus small while cutting the ~20 round trips' wall time about fourfold.
+    parallel_queries = 4
 
     def __init__(
         self,
@@ -54,6 +57,10 @@ class LiveMetrics:
         self._verify = verify
         self._timeout_seconds = timeout_seconds
         self._deadline = deadline  # a time.monotonic() moment: no query is sent, or waited for, past it
+        if not verify:
+            # The user asked for no verification (--prometheus-insecure): do not repeat it per query. Set once
+            # for the process rather than per query: warning filters are global, and queries run in threads.
+            urllib3.disable_warnings(InsecureRequestWarning)
         request_headers = dict(headers)
         if token:
             request_headers["Authorization"] = f"Bearer {token}"
@@ -80,18 +87,14 @@ class LiveMetrics:
         """The matrix answer of ``promql`` over [start, end]; ``ReadFailed`` when there is none."""
         timeout = request_timeout(query_id, self._timeout_seconds, self._deadline)
         try:
-            with warnings.catch_warnings():
-                if not self._verify:
-                    # The user asked for no verification (--prometheus-insecure): do not repeat it per query.
-                    warnings.simplefilter("ignore", InsecureRequestWarning)
-                # requests takes fractional seconds; the library's annotation says int.
-                result = self._client.custom_query_range(
-                    promql,
-                    start,
-                    end,
-                    str(step_seconds),
-                    timeout=timeout,  # type: ignore[arg-type]
-                )
+            # requests takes fractional seconds; the library's annotation says int.
+            result = self._client.custom_query_range(
+                promql,
+                start,
+                end,
+                str(step_seconds),
+                timeout=timeout,  # type: ignore[arg-type]
+            )
             if not isinstance(result, list):
                 raise TypeError("data.result is not a list")
             check_depth(result)
