@@ -12,9 +12,6 @@ import os
 import shutil
 import subprocess
 import threading
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from promharness import free_port
+from promharness import free_port, wait_ready
 
 ROOT = Path(__file__).parents[1]
 SHIPPED_RULES = ROOT / "deploy" / "alerts" / "kserve-vllm.rules.yaml"
@@ -100,27 +97,12 @@ class Alerting:
         return "\n".join(path.read_text(errors="replace")[-3000:] for path in sorted(self.workdir.glob("*.log")))
 
 
-def _wait_ready(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"{url} exited with {process.returncode}: {log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as answer:
-                if answer.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError):
-            pass
-        time.sleep(0.1)
-    pytest.fail(f"{url} not ready after {START_TIMEOUT_SECONDS:.0f} s: {log.read_text()[-2000:]}")
-
-
 @contextmanager
 def _process(command: list[str], url: str, log: Path) -> Iterator[None]:
     with log.open("wb") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
     try:
-        _wait_ready(process, url, log)
+        wait_ready(process, url, log, START_TIMEOUT_SECONDS)
         yield
     finally:
         process.terminate()

@@ -649,11 +649,14 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _wait_ready(process: subprocess.Popen[bytes], url: str, log_file: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+def wait_ready(
+    process: subprocess.Popen[bytes], url: str, log_file: Path, timeout: float = START_TIMEOUT_SECONDS
+) -> None:
+    """Until ``url``/-/ready answers 200 (Prometheus and Alertmanager both serve it); fail with the log's tail."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            pytest.fail(f"Prometheus exited with {process.returncode}: {log_file.read_text()[-2000:]}")
+            pytest.fail(f"{url} exited with {process.returncode}: {log_file.read_text()[-2000:]}")
         try:
             with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as answer:
                 if answer.status == 200:
@@ -661,7 +664,7 @@ def _wait_ready(process: subprocess.Popen[bytes], url: str, log_file: Path) -> N
         except (urllib.error.URLError, ConnectionError):
             pass
         time.sleep(0.05)
-    pytest.fail(f"Prometheus not ready after {START_TIMEOUT_SECONDS:.0f} s: {log_file.read_text()[-2000:]}")
+    pytest.fail(f"{url} not ready after {timeout:.0f} s: {log_file.read_text()[-2000:]}")
 
 
 @pytest.fixture(scope="session")
@@ -686,7 +689,7 @@ def prometheus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prom
     with log_file.open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:
-        _wait_ready(process, url, log_file)
+        wait_ready(process, url, log_file)
         yield PrometheusServer(url, log_file)
     finally:
         process.terminate()

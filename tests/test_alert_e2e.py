@@ -176,6 +176,7 @@ def test_a_firing_alert_is_triaged_once_its_resolve_once_more_and_both_are_liste
         incident_end = parse_k8s_time(resolved["incident"]["end"])
         assert fired_at < incident_end <= datetime.now(timezone.utc)
         assert resolved["window"] == {"start": findings["window"]["start"], "end": resolved["incident"]["end"]}
+        _wait_for("the resolved run's report.html", lambda: (runs[1] / "report.html").is_file(), 90, logs)
         time.sleep(3)  # longer than the repeat interval: nothing more is triaged
         assert len(_runs(out)) == 2, logs()
 
