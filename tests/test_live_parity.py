@@ -133,6 +133,7 @@ NEVER_RUNS = {
 # Scenarios of the honest fallback (issue #14): a serving container that fails with an error no known cause names.
 FAILS_UNKNOWN = {
     "container-cache-permission-denied": "CONTAINER_FAILING_UNKNOWN_CAUSE",
+    "container-cache-root-not-hf-home": "CONTAINER_FAILING_UNKNOWN_CAUSE",
 }
 
 

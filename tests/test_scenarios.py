@@ -80,6 +80,7 @@ SHIPPED = (
     "image-digest-unresolved",
     "rejected-limit-range",
     "rejected-quota-sidecar",
+    "container-cache-root-not-hf-home",
     "hf-token-secret-misnamed-serverless",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
@@ -99,6 +100,7 @@ ENGINE_ERROR_SOURCES = {
 # The honest fallback (issue #14, deliverable 3): a container error no known cause names, from a public report.
 FALLBACK_SOURCES = {
     "container-cache-permission-denied": "https://github.com/huggingface/inference-benchmarker/issues/30",
+    "container-cache-root-not-hf-home": "https://github.com/vllm-project/vllm/issues/20127",
 }
 # A serving container the kubelet cannot create (CreateContainerConfigError), from a public report.
 CONFIG_ERROR_SOURCES = {
@@ -434,7 +436,7 @@ def test_fallback_scenarios_name_their_public_report_and_lead_with_the_quoted_er
     assert all(
         specs[name].expected_root_causes[0] == "RESOURCES_CONTAINER_CONFIG_ERROR" for name in CONFIG_ERROR_SOURCES
     )
-    for sources in (CONFIG_ERROR_SOURCES,):
+    for sources in (FALLBACK_SOURCES, CONFIG_ERROR_SOURCES):
         assert {specs[name].isvc.deployment_mode for name in sources} == {"Serverless", "RawDeployment"}
 
 
