@@ -80,6 +80,8 @@ SHIPPED = (
     "image-digest-unresolved",
     "rejected-limit-range",
     "rejected-quota-sidecar",
+    "container-cache-root-not-hf-home",
+    "hf-token-secret-misnamed-serverless",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -98,10 +100,12 @@ ENGINE_ERROR_SOURCES = {
 # The honest fallback (issue #14, deliverable 3): a container error no known cause names, from a public report.
 FALLBACK_SOURCES = {
     "container-cache-permission-denied": "https://github.com/huggingface/inference-benchmarker/issues/30",
+    "container-cache-root-not-hf-home": "https://github.com/vllm-project/vllm/issues/20127",
 }
 # A serving container the kubelet cannot create (CreateContainerConfigError), from a public report.
 CONFIG_ERROR_SOURCES = {
     "hf-token-secret-missing": "https://github.com/gyliu513/langX101/pull/390",
+    "hf-token-secret-misnamed-serverless": "https://github.com/knative/serving/issues/5103",
 }
 # Knative's layers and vLLM's histogram cap (issue #15, items 1 and 2): the public report each one is built on.
 KNATIVE_LAYER_SOURCES = {
@@ -334,7 +338,14 @@ def test_bundle_is_the_capture_layout_and_reads_back(name: str, bundles: dict[st
         for status in kube.status(pod).get("containerStatuses") or []
     )
     # vLLM logs its version when it starts: a service deployed before the window (history) started out of sight.
-    started_in_window = ran and spec.timeline.window.contains(spec.timeline.deployed_at)
+    # (queue-proxy runs even beside a serving container the kubelet never creates; it says nothing of vLLM.)
+    serving_ran = any(
+        "running" in (status.get("state") or {}) or (status.get("lastState") or {}).get("terminated")
+        for pod in evidence.of(kinds.POD)
+        for status in kube.status(pod).get("containerStatuses") or []
+        if status.get("name") == kube.SERVING_CONTAINER
+    )
+    started_in_window = serving_ran and spec.timeline.window.contains(spec.timeline.deployed_at)
     versions = {
         "kubernetes": spec.cluster.kubernetes,
         **({"vllm": spec.isvc.vllm_version} if started_in_window else {}),
@@ -425,6 +436,24 @@ def test_fallback_scenarios_name_their_public_report_and_lead_with_the_quoted_er
     assert all(
         specs[name].expected_root_causes[0] == "RESOURCES_CONTAINER_CONFIG_ERROR" for name in CONFIG_ERROR_SOURCES
     )
+    for sources in (FALLBACK_SOURCES, CONFIG_ERROR_SOURCES):
+        assert {specs[name].isvc.deployment_mode for name in sources} == {"Serverless", "RawDeployment"}
+
+
+def test_a_serverless_container_never_created_shows_in_the_revision(bundles: dict[str, dict[str, bytes]]) -> None:
+    """knative/serving reconcileDeployment: past the progress deadline the Revision carries the pod's waiting reason;
+    queue-proxy runs beside the serving container the kubelet cannot create."""
+    evidence = evidence_of(bundles["hf-token-secret-misnamed-serverless"])
+    (revision,) = evidence.of(kinds.KNATIVE_REVISION)
+    for kind in ("ResourcesAvailable", "Ready"):
+        condition = kube.condition(revision, kind)
+        assert (condition["status"], condition["reason"]) == ("False", "CreateContainerConfigError")
+        assert condition["message"] == 'secret "hf-token" not found'
+    assert kube.condition(revision, "ContainerHealthy")["status"] == "Unknown"
+    (pod,) = evidence.of(kinds.POD)
+    states = {status["name"]: status["state"] for status in pod["status"]["containerStatuses"]}
+    assert states["kserve-container"]["waiting"]["reason"] == "CreateContainerConfigError"
+    assert "running" in states["queue-proxy"]
 
 
 def test_never_running_scenarios_name_their_report_and_cover_both_modes() -> None:

@@ -157,8 +157,9 @@ class EventBuilder:
         """Pulling/Pulled, Created and Started: one aggregated event each, counted over the container's runs."""
         spec, host = self.plan.spec, pod.node.name if pod.node else ""
         involved = {**base, "fieldPath": f"spec.containers{{{name}}}"}
-        runs = pod.runs if name == SERVING_CONTAINER else pod.runs[:1]
-        starts = [run.started + timedelta(seconds=offset) for run in runs]
+        # A sidecar starts once, with the pod's first containers (even when the serving container is never created).
+        firsts = [run.started for run in pod.runs] if name == SERVING_CONTAINER else [pod.containers_started]
+        starts = [moment + timedelta(seconds=offset) for moment in firsts]
         events = []
         pull_seconds = spec.isvc.image_pull_seconds if name == SERVING_CONTAINER else 0.0
         present = starts
@@ -211,10 +212,13 @@ class EventBuilder:
         image = self.plan.spec.isvc.image
         present = f'Container image "{image}" already present on machine'
         failed = f"Error: {config_error(self.plan.spec)}"
-        return [
+        events = [
             self.event(involved, "Pulled", present, syncs[0], syncs[-1], len(syncs), host=host),
             self.event(involved, "Failed", failed, syncs[0], syncs[-1], len(syncs), True, host=host),
         ]
+        if self.plan.serverless:  # the kubelet goes on with the pod's other containers: queue-proxy starts once
+            events += self.container_starts(pod, base, "queue-proxy", QUEUE_IMAGE, 0.15)
+        return events
 
     def stopped(self, pod: PodPlan, base: dict[str, Any]) -> list[KubeObject]:
         """The kubelet stopping the containers of a pod the autoscaler scaled away."""

@@ -141,7 +141,9 @@ def build_logs(scenario: Plan, simulation: Simulation) -> dict[tuple[str, str, s
     logs = {}
     for pod in scenario.live_pods:  # the logs of a pod that is gone cannot be read any more
         if not pod.runs:
-            continue  # never scheduled: no container, no log
+            if pod.config_error_syncs and scenario.serverless:  # queue-proxy runs beside a container never created
+                logs[(namespace, pod.name, "queue-proxy", False)] = queue_proxy_log(scenario, pod)
+            continue  # never scheduled, or never created: no serving container, no log
         states = simulation.pod_states.get(pod.name, ())
         # The kubelet serves the running container's log, else the last terminated one's; ``previous`` is
         # the last terminated container (lastState.terminated): the same run while the pod waits in back-off.

@@ -402,7 +402,7 @@ def _stats_lines(
 def queue_proxy_log(plan: Plan, pod: PodPlan) -> str:
     """Knative's queue-proxy start-up lines (structured JSON, as it logs them)."""
     key = f"{plan.spec.isvc.namespace}/{plan.revision}"
-    start = pod.started + timedelta(seconds=0.3)
+    start = pod.containers_started + timedelta(seconds=0.3)
     messages = (
         ("sharedmain/main.go:259", "Starting queue-proxy"),
         ("sharedmain/main.go:303", "Starting http server metrics:9090"),

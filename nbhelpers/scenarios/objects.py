@@ -68,6 +68,8 @@ ADAPTER_LABELS = {"app.kubernetes.io/name": "prometheus-adapter", "app.kubernete
 ADAPTER_IMAGE = "registry.k8s.io/prometheus-adapter/prometheus-adapter:v0.12.0"
 # The canary copy of the predictor was made this long before the service's current deployment, and scaled to
 # zero when its test ended; the owner's HPA was pointed at it during the test.
+# The predictor Deployment's progressDeadlineSeconds (Knative's config-deployment progressDeadline default, 600s).
+PROGRESS_DEADLINE_SECONDS = 600
 STALE_COPY_AGE = timedelta(days=9)
 STALE_COPY_SCALED_DOWN = timedelta(days=7)
 
@@ -109,6 +111,10 @@ def _owner(api_version: str, kind: str, name: str, uid: str) -> KubeObject:
         "controller": True,
         "blockOwnerDeletion": True,
     }
+
+
+def _unknown(kind: str, moment: datetime, reason: str) -> KubeObject:
+    return {"type": kind, "status": "Unknown", "lastTransitionTime": _at(moment), "reason": reason}
 
 
 def _condition(kind: str, status: bool, moment: datetime, reason: str = "", message: str = "") -> KubeObject:
@@ -516,6 +522,8 @@ class ObjectBuilder:
             _condition("Ready", ready, since, "" if ready else "Deploying"),
             _condition("ResourcesAvailable", True, since),
         ]
+        if config_error(self.spec):
+            conditions = [conditions[0], *self._config_error_conditions()]
         return {
             "apiVersion": "serving.knative.dev/v1",
             "kind": "Revision",
@@ -539,6 +547,31 @@ class ObjectBuilder:
                 ],
             },
         }
+
+    def _config_error_conditions(self) -> list[KubeObject]:
+        """The Revision of pods whose serving container is never created (CreateContainerConfigError).
+
+        Knative's Revision reconciler reads the first pod's container statuses only once the Deployment has
+        exceeded its progress deadline; it then copies the serving container's waiting reason and message into
+        ResourcesAvailable, and Ready follows (knative/serving pkg/reconciler/revision/reconcile_resources.go,
+        reconcileDeployment). ContainerHealthy keeps the Unknown "Deploying" it got when the Deployment was created.
+        """
+        deployment_created = self.deployed + timedelta(seconds=2)
+        deadline = deployment_created + timedelta(seconds=PROGRESS_DEADLINE_SECONDS)
+        created = self.deployed + timedelta(seconds=1)
+        healthy = _unknown("ContainerHealthy", created, "Deploying")
+        if self.captured <= deadline:
+            return [
+                healthy,
+                _unknown("Ready", created, "Deploying"),
+                _unknown("ResourcesAvailable", created, "Deploying"),
+            ]
+        reason, message = "CreateContainerConfigError", config_error(self.spec)
+        return [
+            healthy,
+            _condition("Ready", False, deadline, reason, message),
+            _condition("ResourcesAvailable", False, deadline, reason, message),
+        ]
 
     def pod_autoscaler(self) -> KubeObject:
         plan = self.plan
@@ -586,7 +619,7 @@ class ObjectBuilder:
             owner = _owner("serving.kserve.io/v1beta1", "InferenceService", self.isvc.name, plan.uids["isvc"])
             selector = {"app": f"isvc.{self.isvc.name}-predictor"}
             strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}
-        deadline = 600
+        deadline = PROGRESS_DEADLINE_SECONDS
         timed_out = not ready and (self.captured - created).total_seconds() > deadline
         since = min((pod.ready_at for pod in ready if pod.ready_at), default=created)
         conditions = [
@@ -706,7 +739,7 @@ class ObjectBuilder:
         engine_ready = ready or (pod.engine_ready_at is not None and pod.engine_ready_at <= self.captured)
         statuses = [self._serving_status(pod, engine_ready)]
         if plan.serverless:
-            queue_state = {"running": {"startedAt": _at(pod.started + timedelta(milliseconds=150))}}
+            queue_state = {"running": {"startedAt": _at(pod.containers_started + timedelta(milliseconds=150))}}
             statuses.append(self._container_status("queue-proxy", QUEUE_IMAGE, queue_state, ready))
         if pod.sidecar_started is not None:
             agent_state = {"running": {"startedAt": _at(pod.sidecar_started)}}

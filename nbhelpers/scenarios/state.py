@@ -183,6 +183,12 @@ class PodPlan:
         """When the serving container first started (scheduled pods only)."""
         return self.runs[0].started
 
+    @property
+    def containers_started(self) -> datetime:
+        """When the pod's containers first started: with the serving container, or at the kubelet's first sync when
+        the serving container is never created (its sidecars, such as queue-proxy, start regardless)."""
+        return self.runs[0].started if self.runs else self.config_error_syncs[0]
+
     def ready(self, moment: datetime) -> bool:
         stopped = self.stopping is not None and moment >= self.stopping
         lapsed = any(start <= moment < end for start, end in self.unready)
