@@ -80,6 +80,7 @@ SHIPPED = (
     "image-digest-unresolved",
     "rejected-limit-range",
     "rejected-quota-sidecar",
+    "raw-ingress-awaits-predictor",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -117,6 +118,11 @@ NEVER_RUNS_SOURCES = {
     "image-digest-unresolved": ("https://github.com/kserve/kserve/issues/993", "RESOURCES_IMAGE_PULL_FAILED"),
     "rejected-limit-range": ("https://github.com/kserve/kserve/issues/867", "RESOURCES_POD_CREATION_REJECTED"),
     "rejected-quota-sidecar": ("https://github.com/kserve/kserve/issues/1242", "RESOURCES_POD_CREATION_REJECTED"),
+}
+# Rules of issue #14 (cause before effect, contradicted by the metrics, cut logs): the public report each scenario is
+# built on, and the code that must lead its ranking.
+RULE_SOURCES = {
+    "raw-ingress-awaits-predictor": ("https://github.com/QwenLM/Qwen3/issues/295", "VLLM_KV_CAPACITY_EXCEEDED"),
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 1.0 * len(
@@ -437,6 +443,27 @@ def test_never_running_scenarios_name_their_report_and_cover_both_modes() -> Non
     for code in {code for _, code in NEVER_RUNS_SOURCES.values()}:
         modes = {specs[name].isvc.deployment_mode for name, (_, c) in NEVER_RUNS_SOURCES.items() if c == code}
         assert modes == {"Serverless", "RawDeployment"}, code
+
+
+def test_rule_scenarios_name_their_report_and_lead_with_the_cause() -> None:
+    specs = {spec.name: spec for spec in list_scenarios()}
+    assert {name: specs[name].source for name in RULE_SOURCES} == {
+        name: source for name, (source, _) in RULE_SOURCES.items()
+    }
+    for name, (_, code) in RULE_SOURCES.items():
+        assert (specs[name].expected_root_causes or ("",))[0] == code, name
+
+
+def test_a_raw_predictor_never_ready_has_no_ingress_yet(bundles: dict[str, dict[str, bytes]]) -> None:
+    """kube_ingress_reconciler.go createRawIngress: no Ingress and no URL before PredictorReady is true."""
+    evidence = evidence_of(bundles["raw-ingress-awaits-predictor"])
+    assert not evidence.of(kinds.INGRESS)
+    ingress_ready = kube.condition(evidence.isvc, "IngressReady")
+    assert ingress_ready is not None
+    assert (ingress_ready["status"], ingress_ready["reason"]) == ("False", "Predictor ingress not created")
+    assert "url" not in kube.status(evidence.isvc) and "address" not in kube.status(evidence.isvc)
+    served = evidence_of(bundles["healthy-raw"])  # ready once: KServe created the Ingress and the URL
+    assert served.of(kinds.INGRESS) and kube.condition_true(served.isvc, "IngressReady")
 
 
 def test_a_failing_storage_initializer_keeps_the_pod_initializing(bundles: dict[str, dict[str, bytes]]) -> None:
