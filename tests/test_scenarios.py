@@ -81,6 +81,7 @@ SHIPPED = (
     "rejected-limit-range",
     "rejected-quota-sidecar",
     "raw-ingress-awaits-predictor",
+    "raw-user-ingress-own-host",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -123,6 +124,7 @@ NEVER_RUNS_SOURCES = {
 # built on, and the code that must lead its ranking.
 RULE_SOURCES = {
     "raw-ingress-awaits-predictor": ("https://github.com/QwenLM/Qwen3/issues/295", "VLLM_KV_CAPACITY_EXCEEDED"),
+    "raw-user-ingress-own-host": ("https://github.com/kserve/kserve/issues/3286", ""),  # healthy: no root cause
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 1.0 * len(
@@ -464,6 +466,21 @@ def test_a_raw_predictor_never_ready_has_no_ingress_yet(bundles: dict[str, dict[
     assert "url" not in kube.status(evidence.isvc) and "address" not in kube.status(evidence.isvc)
     served = evidence_of(bundles["healthy-raw"])  # ready once: KServe created the Ingress and the URL
     assert served.of(kinds.INGRESS) and kube.condition_true(served.isvc, "IngressReady")
+
+
+def test_an_owner_ingress_replaces_kserve_s(bundles: dict[str, dict[str, bytes]]) -> None:
+    """disableIngressCreation (kserve/kserve#3286): the owner's Ingress on its own host carries the traffic."""
+    files = bundles["raw-user-ingress-own-host"]
+    evidence = evidence_of(files)
+    (ingress,) = evidence.of(kinds.INGRESS)
+    assert kube.name(ingress) == "docs-chat-public" and not kube.metadata(ingress).get("ownerReferences")
+    assert [rule["host"] for rule in ingress["spec"]["rules"]] == ["llm.docs.internal.example.org"]
+    config = evidence.config_map("kserve", "inferenceservice-config")
+    assert config is not None and json.loads(config["data"]["ingress"])["disableIngressCreation"] is True
+    assert kube.status(evidence.isvc)["url"] == "http://docs-chat-knowledge.example.com"
+    assert kube.condition_true(evidence.isvc, "IngressReady")
+    raw = files[RAW_METRICS_FILE].decode()
+    assert 'host="llm.docs.internal.example.org",ingress="docs-chat-public"' in raw
 
 
 def test_a_failing_storage_initializer_keeps_the_pod_initializing(bundles: dict[str, dict[str, bytes]]) -> None:

@@ -132,7 +132,7 @@ def build_objects(scenario: Plan) -> list[KubeObject]:
     if stale_hpa_target(scenario.spec) is not None:
         objects += builder.stale_copy()
     objects += builder.nodes() + builder.api_services() + builder.metrics_server() + builder.config_maps()
-    objects = routes.adjust_objects(scenario, blocked.adjust_objects(builder, objects))
+    objects = routes.adjust_objects(builder, blocked.adjust_objects(builder, objects))
     return objects + build_events(scenario)
 
 

@@ -298,6 +298,9 @@ class Isvc:
     # The owner's own HPA on a Pods metric of the engine (class external), working as designed: {metric,
     # average_value}. None: no such HPA (faults may still add one).
     owner_hpa: Mapping[str, Any] | None = None
+    # KServe's ingress creation turned off (inferenceservice-config ingress.disableIngressCreation) and the owner's
+    # own Ingress in front of the predictor Service: {name, host}. None: KServe creates its Ingress.
+    user_ingress: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -601,7 +604,17 @@ def _isvc(fields: _Fields) -> Isvc:
         runtime_resources=fields.optional_mapping("runtime_resources") or {},
         image_pull_seconds=fields.number("image_pull_seconds", 0.0),
         owner_hpa=_owner_hpa(fields),
+        user_ingress=_user_ingress(fields),
     )
+
+
+def _user_ingress(fields: _Fields) -> Mapping[str, str] | None:
+    if fields.optional_mapping("user_ingress") is None:
+        return None
+    entry = fields.nested("user_ingress")
+    if fields.text("deployment_mode") != "RawDeployment":
+        raise fields.fail("user_ingress", "replaces KServe's Ingress of a RawDeployment (disableIngressCreation)")
+    return {"name": entry.text("name"), "host": entry.text("host")}
 
 
 def _owner_hpa(fields: _Fields) -> Mapping[str, Any] | None:
