@@ -82,6 +82,7 @@ SHIPPED = (
     "rejected-quota-sidecar",
     "raw-ingress-awaits-predictor",
     "raw-user-ingress-own-host",
+    "runtime-oom-after-hours-log-cut",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -125,6 +126,7 @@ NEVER_RUNS_SOURCES = {
 RULE_SOURCES = {
     "raw-ingress-awaits-predictor": ("https://github.com/QwenLM/Qwen3/issues/295", "VLLM_KV_CAPACITY_EXCEEDED"),
     "raw-user-ingress-own-host": ("https://github.com/kserve/kserve/issues/3286", ""),  # healthy: no root cause
+    "runtime-oom-after-hours-log-cut": ("https://github.com/vllm-project/vllm/issues/13067", "GPU_OOM"),
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 1.0 * len(
@@ -342,7 +344,11 @@ def test_bundle_is_the_capture_layout_and_reads_back(name: str, bundles: dict[st
         for status in kube.status(pod).get("containerStatuses") or []
     )
     # vLLM logs its version when it starts: a service deployed before the window (history) started out of sight.
-    started_in_window = ran and spec.timeline.window.contains(spec.timeline.deployed_at)
+    # A container the history restarts inside the window logs it at its new start.
+    restarted_in_window = any(
+        spec.timeline.window.contains(r.at) for r in (spec.history.restarts if spec.history else ())
+    )
+    started_in_window = ran and (spec.timeline.window.contains(spec.timeline.deployed_at) or restarted_in_window)
     versions = {
         "kubernetes": spec.cluster.kubernetes,
         **({"vllm": spec.isvc.vllm_version} if started_in_window else {}),
@@ -481,6 +487,21 @@ def test_an_owner_ingress_replaces_kserve_s(bundles: dict[str, dict[str, bytes]]
     assert kube.condition_true(evidence.isvc, "IngressReady")
     raw = files[RAW_METRICS_FILE].decode()
     assert 'host="llm.docs.internal.example.org",ingress="docs-chat-public"' in raw
+
+
+def test_a_previous_log_read_for_the_window_misses_a_long_run_s_start(bundles: dict[str, dict[str, bytes]]) -> None:
+    """vllm-project/vllm#13067 after 6.5 h of serving: the window's part of the log is stats, then the traceback."""
+    evidence = evidence_of(bundles["runtime-oom-after-hours-log-cut"])
+    (pod,) = [pod for pod in evidence.of(kinds.POD) if kube.restart_count(pod)]
+    last = serving_status(pod)["lastState"]["terminated"]
+    started, finished = parse_k8s_time(last["startedAt"]), parse_k8s_time(last["finishedAt"])
+    assert started is not None and finished is not None
+    assert (last["reason"], last["exitCode"]) == ("Error", 1) and (finished - started).total_seconds() > 6.5 * 3600
+    (previous,) = [log for log in evidence.logs if log.previous]
+    lines = previous.text.splitlines()
+    assert "Avg prompt throughput" in lines[0] and "Finished server process" in lines[-1]
+    assert not any("vLLM API server version" in line or "non-default args" in line for line in lines)
+    assert any("torch.OutOfMemoryError: CUDA out of memory" in line for line in lines)
 
 
 def test_a_failing_storage_initializer_keeps_the_pod_initializing(bundles: dict[str, dict[str, bytes]]) -> None:

@@ -180,7 +180,11 @@ SAFETENSORS_SHARD_GIB = 4.66
 # - readiness_blips (pod, at, seconds): from ``at`` on, pod ``pod``'s readiness probe fails (the engine answers the
 #   health check too slowly under load) for ``seconds``; at the probe's failureThreshold the pod turns not Ready, and
 #   Ready again at the next success. Its containers keep running.
+#   With ``engine_error: runtime_cuda_oom`` the engine itself died while serving: PyTorch's CUDA out-of-memory error
+#   in a forward pass (vllm-project/vllm#13067), reason Error, exit code 1; its log ends with the traceback. Such a
+#   restart is an incident, not a healthy past: the spec may then name expected root causes.
 RESTART_REASONS = ("Unknown", "Error", "Completed")
+RESTART_ENGINE_ERRORS = ("runtime_cuda_oom",)
 
 
 def flag_value(args: tuple[str, ...], flag: str) -> str | None:
@@ -312,6 +316,7 @@ class Restart:
     down_seconds: float
     reason: str
     exit_code: int
+    engine_error: str = ""  # "runtime_cuda_oom": the engine died of a CUDA OOM while serving, its log says so
 
 
 @dataclass(frozen=True)
@@ -507,6 +512,7 @@ def _history(fields: _Fields) -> History:
                 down_seconds=entry.number("down_seconds"),
                 reason=entry.choice("reason", RESTART_REASONS, "Unknown"),
                 exit_code=entry.integer("exit_code", 255),
+                engine_error=entry.choice("engine_error", ("", *RESTART_ENGINE_ERRORS), ""),
             )
         )
     blips = []
