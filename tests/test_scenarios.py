@@ -82,6 +82,9 @@ SHIPPED = (
     "rejected-quota-sidecar",
     "container-cache-root-not-hf-home",
     "hf-token-secret-misnamed-serverless",
+    "raw-ingress-awaits-predictor",
+    "raw-user-ingress-own-host",
+    "runtime-oom-after-hours-log-cut",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -121,6 +124,13 @@ NEVER_RUNS_SOURCES = {
     "image-digest-unresolved": ("https://github.com/kserve/kserve/issues/993", "RESOURCES_IMAGE_PULL_FAILED"),
     "rejected-limit-range": ("https://github.com/kserve/kserve/issues/867", "RESOURCES_POD_CREATION_REJECTED"),
     "rejected-quota-sidecar": ("https://github.com/kserve/kserve/issues/1242", "RESOURCES_POD_CREATION_REJECTED"),
+}
+# Rules of issue #14 (cause before effect, contradicted by the metrics, cut logs): the public report each scenario is
+# built on, and the code that must lead its ranking.
+RULE_SOURCES = {
+    "raw-ingress-awaits-predictor": ("https://github.com/QwenLM/Qwen3/issues/295", "VLLM_KV_CAPACITY_EXCEEDED"),
+    "raw-user-ingress-own-host": ("https://github.com/kserve/kserve/issues/3286", ""),  # healthy: no root cause
+    "runtime-oom-after-hours-log-cut": ("https://github.com/vllm-project/vllm/issues/13067", "GPU_OOM"),
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 1.0 * len(
@@ -345,7 +355,13 @@ def test_bundle_is_the_capture_layout_and_reads_back(name: str, bundles: dict[st
         for status in kube.status(pod).get("containerStatuses") or []
         if status.get("name") == kube.SERVING_CONTAINER
     )
-    started_in_window = serving_ran and spec.timeline.window.contains(spec.timeline.deployed_at)
+    # A container the history restarts inside the window logs it at its new start.
+    restarted_in_window = any(
+        spec.timeline.window.contains(r.at) for r in (spec.history.restarts if spec.history else ())
+    )
+    started_in_window = serving_ran and (
+        spec.timeline.window.contains(spec.timeline.deployed_at) or restarted_in_window
+    )
     versions = {
         "kubernetes": spec.cluster.kubernetes,
         **({"vllm": spec.isvc.vllm_version} if started_in_window else {}),
@@ -466,6 +482,57 @@ def test_never_running_scenarios_name_their_report_and_cover_both_modes() -> Non
     for code in {code for _, code in NEVER_RUNS_SOURCES.values()}:
         modes = {specs[name].isvc.deployment_mode for name, (_, c) in NEVER_RUNS_SOURCES.items() if c == code}
         assert modes == {"Serverless", "RawDeployment"}, code
+
+
+def test_rule_scenarios_name_their_report_and_lead_with_the_cause() -> None:
+    specs = {spec.name: spec for spec in list_scenarios()}
+    assert {name: specs[name].source for name in RULE_SOURCES} == {
+        name: source for name, (source, _) in RULE_SOURCES.items()
+    }
+    for name, (_, code) in RULE_SOURCES.items():
+        assert (specs[name].expected_root_causes or ("",))[0] == code, name
+
+
+def test_a_raw_predictor_never_ready_has_no_ingress_yet(bundles: dict[str, dict[str, bytes]]) -> None:
+    """kube_ingress_reconciler.go createRawIngress: no Ingress and no URL before PredictorReady is true."""
+    evidence = evidence_of(bundles["raw-ingress-awaits-predictor"])
+    assert not evidence.of(kinds.INGRESS)
+    ingress_ready = kube.condition(evidence.isvc, "IngressReady")
+    assert ingress_ready is not None
+    assert (ingress_ready["status"], ingress_ready["reason"]) == ("False", "Predictor ingress not created")
+    assert "url" not in kube.status(evidence.isvc) and "address" not in kube.status(evidence.isvc)
+    served = evidence_of(bundles["healthy-raw"])  # ready once: KServe created the Ingress and the URL
+    assert served.of(kinds.INGRESS) and kube.condition_true(served.isvc, "IngressReady")
+
+
+def test_an_owner_ingress_replaces_kserve_s(bundles: dict[str, dict[str, bytes]]) -> None:
+    """disableIngressCreation (kserve/kserve#3286): the owner's Ingress on its own host carries the traffic."""
+    files = bundles["raw-user-ingress-own-host"]
+    evidence = evidence_of(files)
+    (ingress,) = evidence.of(kinds.INGRESS)
+    assert kube.name(ingress) == "docs-chat-public" and not kube.metadata(ingress).get("ownerReferences")
+    assert [rule["host"] for rule in ingress["spec"]["rules"]] == ["llm.docs.internal.example.org"]
+    config = evidence.config_map("kserve", "inferenceservice-config")
+    assert config is not None and json.loads(config["data"]["ingress"])["disableIngressCreation"] is True
+    assert kube.status(evidence.isvc)["url"] == "http://docs-chat-knowledge.example.com"
+    assert kube.condition_true(evidence.isvc, "IngressReady")
+    raw = files[RAW_METRICS_FILE].decode()
+    assert 'host="llm.docs.internal.example.org",ingress="docs-chat-public"' in raw
+
+
+def test_a_previous_log_read_for_the_window_misses_a_long_run_s_start(bundles: dict[str, dict[str, bytes]]) -> None:
+    """vllm-project/vllm#13067 after 6.5 h of serving: the window's part of the log is stats, then the traceback."""
+    evidence = evidence_of(bundles["runtime-oom-after-hours-log-cut"])
+    (pod,) = [pod for pod in evidence.of(kinds.POD) if kube.restart_count(pod)]
+    last = serving_status(pod)["lastState"]["terminated"]
+    started, finished = parse_k8s_time(last["startedAt"]), parse_k8s_time(last["finishedAt"])
+    assert started is not None and finished is not None
+    assert (last["reason"], last["exitCode"]) == ("Error", 1) and (finished - started).total_seconds() > 6.5 * 3600
+    (previous,) = [log for log in evidence.logs if log.previous]
+    lines = previous.text.splitlines()
+    assert "Avg prompt throughput" in lines[0] and "Finished server process" in lines[-1]
+    assert not any("vLLM API server version" in line or "non-default args" in line for line in lines)
+    assert any("torch.OutOfMemoryError: CUDA out of memory" in line for line in lines)
 
 
 def test_a_failing_storage_initializer_keeps_the_pod_initializing(bundles: dict[str, dict[str, bytes]]) -> None:

@@ -20,7 +20,7 @@ from nbhelpers.evidence.capture import bundle_files
 from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Target
 from nbhelpers.metrics import catalog, openmetrics
-from nbhelpers.scenarios import blocked
+from nbhelpers.scenarios import blocked, routes
 from nbhelpers.scenarios.answers import RawStore, answer
 from nbhelpers.scenarios.events import build_events
 from nbhelpers.scenarios.logs import queue_proxy_log, vllm_log
@@ -133,7 +133,8 @@ def build_objects(scenario: Plan) -> list[KubeObject]:
     if stale_hpa_target(scenario.spec) is not None:
         objects += builder.stale_copy()
     objects += builder.nodes() + builder.api_services() + builder.metrics_server() + builder.config_maps()
-    return blocked.adjust_objects(builder, objects) + build_events(scenario)
+    objects = routes.adjust_objects(builder, blocked.adjust_objects(builder, objects))
+    return objects + build_events(scenario)
 
 
 def build_logs(scenario: Plan, simulation: Simulation) -> dict[tuple[str, str, str, bool], str]:

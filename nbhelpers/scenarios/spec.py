@@ -180,7 +180,11 @@ SAFETENSORS_SHARD_GIB = 4.66
 # - readiness_blips (pod, at, seconds): from ``at`` on, pod ``pod``'s readiness probe fails (the engine answers the
 #   health check too slowly under load) for ``seconds``; at the probe's failureThreshold the pod turns not Ready, and
 #   Ready again at the next success. Its containers keep running.
+#   With ``engine_error: runtime_cuda_oom`` the engine itself died while serving: PyTorch's CUDA out-of-memory error
+#   in a forward pass (vllm-project/vllm#13067), reason Error, exit code 1; its log ends with the traceback. Such a
+#   restart is an incident, not a healthy past: the spec may then name expected root causes.
 RESTART_REASONS = ("Unknown", "Error", "Completed")
+RESTART_ENGINE_ERRORS = ("runtime_cuda_oom",)
 
 
 def flag_value(args: tuple[str, ...], flag: str) -> str | None:
@@ -298,6 +302,9 @@ class Isvc:
     # The owner's own HPA on a Pods metric of the engine (class external), working as designed: {metric,
     # average_value}. None: no such HPA (faults may still add one).
     owner_hpa: Mapping[str, Any] | None = None
+    # KServe's ingress creation turned off (inferenceservice-config ingress.disableIngressCreation) and the owner's
+    # own Ingress in front of the predictor Service: {name, host}. None: KServe creates its Ingress.
+    user_ingress: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -309,6 +316,7 @@ class Restart:
     down_seconds: float
     reason: str
     exit_code: int
+    engine_error: str = ""  # "runtime_cuda_oom": the engine died of a CUDA OOM while serving, its log says so
 
 
 @dataclass(frozen=True)
@@ -504,6 +512,7 @@ def _history(fields: _Fields) -> History:
                 down_seconds=entry.number("down_seconds"),
                 reason=entry.choice("reason", RESTART_REASONS, "Unknown"),
                 exit_code=entry.integer("exit_code", 255),
+                engine_error=entry.choice("engine_error", ("", *RESTART_ENGINE_ERRORS), ""),
             )
         )
     blips = []
@@ -601,7 +610,17 @@ def _isvc(fields: _Fields) -> Isvc:
         runtime_resources=fields.optional_mapping("runtime_resources") or {},
         image_pull_seconds=fields.number("image_pull_seconds", 0.0),
         owner_hpa=_owner_hpa(fields),
+        user_ingress=_user_ingress(fields),
     )
+
+
+def _user_ingress(fields: _Fields) -> Mapping[str, str] | None:
+    if fields.optional_mapping("user_ingress") is None:
+        return None
+    entry = fields.nested("user_ingress")
+    if fields.text("deployment_mode") != "RawDeployment":
+        raise fields.fail("user_ingress", "replaces KServe's Ingress of a RawDeployment (disableIngressCreation)")
+    return {"name": entry.text("name"), "host": entry.text("host")}
 
 
 def _owner_hpa(fields: _Fields) -> Mapping[str, Any] | None:

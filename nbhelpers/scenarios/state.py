@@ -40,6 +40,9 @@ from nbhelpers.scenarios.spec import (
 # Why an engine died at start-up (``Run.engine_error``): PyTorch's CUDA out-of-memory error while it captured its
 # graphs, or vLLM's own check that one request of --max-model-len tokens fits the KV cache.
 CUDA_OOM_ERROR = "cuda_oom"
+# An engine that had served and then died of PyTorch's CUDA out-of-memory error in a forward pass (a history restart
+# with that engine_error; its log: runtime_errors.py).
+RUNTIME_CUDA_OOM_ERROR = "runtime_cuda_oom"
 KV_CAPACITY_ERROR = "kv_capacity"
 # vLLM's config validation: --max-num-batched-tokens below --max-model-len without chunked prefill; it fails within
 # seconds of the start, before any weight loads.
@@ -214,6 +217,8 @@ class PodPlan:
         if self.listening is not None and moment >= self.listening:
             return True
         run = self.run_at(moment)
+        if run is not None and run.engine_error == RUNTIME_CUDA_OOM_ERROR and run.ended is not None:
+            return run.started + timedelta(seconds=self.load_seconds) <= moment < run.ended
         if run is None or run.killed_at is None or run.ended is None:
             return False
         return run.started + timedelta(seconds=self.load_seconds) <= moment < run.killed_at
@@ -644,7 +649,11 @@ def _pod_plan(
             run = Run(start, ended if ended < captured else None, "Error", 137, killed)
         else:
             restart = _restart_after(restarts, listening, captured)
-            run = Run(start, restart.at, restart.reason, restart.exit_code) if restart else Run(start, None)
+            run = (
+                Run(start, restart.at, restart.reason, restart.exit_code, engine_error=restart.engine_error)
+                if restart
+                else Run(start, None)
+            )
             if (
                 restart is not None
                 and killed_busy is not None

@@ -35,6 +35,7 @@ from nbhelpers.metrics.openmetrics import (
     SampleType,
     Series,
 )
+from nbhelpers.scenarios.routes import nginx_route
 from nbhelpers.scenarios.spec import (
     BLOCK_SIZE,
     IDLE_SECONDS_PER_TOKEN,
@@ -639,6 +640,7 @@ class _Simulator:
         namespace and Service come as ``exported_*``): 200 for what vLLM answered, 504 for what its
         proxy-read-timeout cut, 503 while the Service has no ready endpoint."""
         isvc = self.spec.isvc
+        ingress, host = nginx_route(self.spec)
         for status, count in (("200", self.finished_now), ("504", self.cut_now), ("503", poisson(self.rng, unserved))):
             if count:  # the controller creates a series with the first request of its kind
                 self.nginx[status] = self.nginx.get(status, 0) + count
@@ -649,8 +651,8 @@ class _Simulator:
                 "controller_pod": NGINX_CONTROLLER_POD,
                 "exported_namespace": isvc.namespace,
                 "exported_service": f"{isvc.name}-predictor",
-                "host": f"{isvc.name}-{isvc.namespace}.example.com",
-                "ingress": isvc.name,
+                "host": host,
+                "ingress": ingress,
                 "method": "POST",
                 "path": "/",
                 "status": status,

@@ -493,14 +493,15 @@ def test_oom_while_profiling_gets_flags_that_fit_the_card() -> None:
 # Issue #14 (truncated logs): a previous log cut by tailLines / limitBytes, from a container that had served for
 # hours, holds request lines and then a runtime CUDA OOM, and no engine start line. Before: "while loading
 # weights" and the "weights do not fit" fix; after: the phase is not read from a log that does not reach the start.
+CUT_RUNTIME_OOM_ERROR = (
+    "11:42:29",
+    "(EngineCore_0 pid=211) ERROR 01-15 11:42:29 [core.py:700] torch.OutOfMemoryError: CUDA out of memory. Tried "
+    "to allocate 3.50 GiB. GPU 0 has a total capacity of 21.96 GiB of which 318.06 MiB is free.",
+)
 CUT_RUNTIME_OOM = _log(
     ("11:41:02", 'INFO:     10.0.3.7:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK'),
     ("11:41:40", "INFO 01-15 11:41:40 [loggers.py:123] Engine 000: Avg prompt throughput: 812.4 tokens/s"),
-    (
-        "11:42:29",
-        "(EngineCore_0 pid=211) ERROR 01-15 11:42:29 [core.py:700] torch.OutOfMemoryError: CUDA out of memory. Tried "
-        "to allocate 3.50 GiB. GPU 0 has a total capacity of 21.96 GiB of which 318.06 MiB is free.",
-    ),
+    CUT_RUNTIME_OOM_ERROR,
 )
 
 
@@ -509,8 +510,16 @@ def test_oom_in_a_cut_log_is_not_read_as_loading_weights() -> None:
     logs = {(RAW_POD, "kserve-container.previous"): CUT_RUNTIME_OOM}
     finding = only(_run(objects, _dcgm_full(RAW_POD), logs), "GPU_OOM")
     assert "loading weights" not in finding.title
-    assert "the log cannot show (it was cut after the engine's start)" in finding.title
+    # Its request and stats lines before the error show the phase the start line would have shown.
+    assert "while serving, as its request and stats lines show (the log was cut after the engine's start)" in (
+        finding.title
+    )
     assert "weights alone do not fit" not in finding.remediation
+    # Without any line that only a serving engine writes, the phase stays unknown.
+    bare = _log(CUT_RUNTIME_OOM_ERROR)
+    unknown = only(_run(objects, _dcgm_full(RAW_POD), {(RAW_POD, "kserve-container.previous"): bare}), "GPU_OOM")
+    assert "the log cannot show (it was cut after the engine's start)" in unknown.title
+    assert "serving" not in unknown.title and "loading weights" not in unknown.title
 
 
 LOADING_OOM = _log(

@@ -50,6 +50,11 @@ _ENGINE_START = re.compile(
     r"vLLM API server version|non-default args|Starting to load model|Initializing an? (?:V1 )?LLM engine"
 )
 CUT_PHASE = "in a phase the log cannot show (it was cut after the engine's start)"
+# Lines only a serving engine writes: vLLM's periodic stats (vllm/v1/metrics/loggers.py LoggingStatLogger, V0's
+# "Avg prompt throughput: ... Running: N reqs") and uvicorn's access log of an API request. A cut log that holds
+# them before the error shows the phase although it misses the start.
+_SERVED_REQUESTS = re.compile(r"Avg prompt throughput: |\"(?:POST|GET) /v1/[^\"]*\" \d{3}")
+SERVING_CUT_PHASE = "serving, as its request and stats lines show (the log was cut after the engine's start)"
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,7 @@ class LogHit:
     previous: bool
     line: str
     count: int
-    phase: str  # "loading weights" | "starting up" | "serving" | CUT_PHASE
+    phase: str  # "loading weights" | "starting up" | "serving" | SERVING_CUT_PHASE | CUT_PHASE
     match: re.Match[str]
 
     def describe(self) -> str:
@@ -76,7 +81,7 @@ def _phase(lines: Sequence[str], index: int) -> str:
     if any(_LOADED.search(line) for line in before):
         return "starting up"
     if not any(_ENGINE_START.search(line) for line in before):
-        return CUT_PHASE
+        return SERVING_CUT_PHASE if any(_SERVED_REQUESTS.search(line) for line in before) else CUT_PHASE
     return "loading weights"
 
 

@@ -1,0 +1,69 @@
+"""How a V1 engine that had served dies of a runtime error: the last lines of its container log.
+
+vllm-project/vllm#13067: the server had started and answered requests; a long prompt's forward pass asked PyTorch
+for more memory than was free, the engine core died with ``torch.OutOfMemoryError`` and the API server, finding
+the engine dead, shut down (the container exits with code 1). V1 logs it in ``EngineCoreProc.run_engine_core``
+("EngineCore encountered a fatal error.") and the API server's output handler raises ``EngineDeadError``
+(vllm/v1/engine/exceptions.py: "EngineCore encountered an issue. See stack trace (above) for the root cause.").
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+
+from nbhelpers.scenarios.state import RUNTIME_CUDA_OOM_ERROR, Plan
+
+RUNTIME_ERRORS = (RUNTIME_CUDA_OOM_ERROR,)
+VLLM_PACKAGE = "/usr/local/lib/python3.12/dist-packages/vllm"
+
+
+def _line(moment: datetime, source: str, message: str, level: str) -> tuple[datetime, str]:
+    return moment, f"{level} {moment.strftime('%m-%d %H:%M:%S')} [{source}] {message}"
+
+
+def runtime_cuda_oom_lines(plan: Plan, ended: datetime, rng: random.Random) -> list[tuple[datetime, str]]:
+    """The engine core's fatal error in a forward pass, then the API server's EngineDeadError and shutdown."""
+    total_gib = plan.spec.cluster.nodes[0].memory_gib
+    free_mib = rng.uniform(60, 140)
+    tried_gib = rng.uniform(1.1, 1.6)
+    oom = (
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {tried_gib:.2f} GiB. GPU 0 has a total "
+        f"capacity of {total_gib:.2f} GiB of which {free_mib:.2f} MiB is free. Process 1 has "
+        f"{total_gib - free_mib / 1024:.2f} GiB memory in use. Of the allocated memory "
+        f"{total_gib * plan.kv.gpu_memory_utilization - rng.uniform(1.2, 1.8):.2f} GiB is allocated by PyTorch, with "
+        f"{rng.uniform(60, 110):.2f} MiB allocated in private pools (e.g., CUDA Graphs), and {rng.uniform(1.2, 1.6):.2f} "
+        "GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
+    )
+    frames = (
+        ("v1/engine/core.py", 701, "run_engine_core", "engine_core.run_busy_loop()"),
+        ("v1/engine/core.py", 728, "run_busy_loop", "self._process_engine_step()"),
+        ("v1/engine/core.py", 754, "_process_engine_step", "outputs, model_executed = self.step_fn()"),
+        ("v1/engine/core.py", 273, "step", "model_output = self.execute_model_with_error_logging("),
+        ("v1/worker/gpu_worker.py", 369, "execute_model", "output = self.model_runner.execute_model(scheduler_output)"),
+        ("v1/worker/gpu_model_runner.py", 1556, "execute_model", "model_output = self.model("),
+    )
+    failed = ended - timedelta(seconds=1.2)
+    lines = [_line(failed, "core.py:710", "EngineCore encountered a fatal error.", "ERROR")]
+    lines.append(_line(failed, "core.py:710", "Traceback (most recent call last):", "ERROR"))
+    for path, number, function, code in frames:
+        lines.append(
+            _line(failed, "core.py:710", f'  File "{VLLM_PACKAGE}/{path}", line {number}, in {function}', "ERROR")
+        )
+        lines.append(_line(failed, "core.py:710", f"    {code}", "ERROR"))
+    lines.append(_line(failed, "core.py:710", oom, "ERROR"))
+    dead = ended - timedelta(seconds=0.8)
+    lines += [
+        _line(dead, "async_llm.py:416", "AsyncLLM output_handler failed.", "ERROR"),
+        _line(
+            dead,
+            "async_llm.py:416",
+            "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for "
+            "the root cause.",
+            "ERROR",
+        ),
+        (ended - timedelta(seconds=0.5), "INFO:     Shutting down"),
+        (ended - timedelta(seconds=0.3), "INFO:     Finished server process [1]"),
+    ]
+    return lines
