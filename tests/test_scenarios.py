@@ -74,6 +74,7 @@ SHIPPED = (
     "old-vllm-histogram-cap-behind-nginx",
     "agent-readiness-404",
     "liveness-timeouts-under-load",
+    "liveness-timeouts-under-load-serverless",
     "init-gated-model-no-token",
     "init-storage-oomkilled",
     "image-pull-denied",
@@ -117,6 +118,16 @@ NEVER_RUNS_SOURCES = {
     "image-digest-unresolved": ("https://github.com/kserve/kserve/issues/993", "RESOURCES_IMAGE_PULL_FAILED"),
     "rejected-limit-range": ("https://github.com/kserve/kserve/issues/867", "RESOURCES_POD_CREATION_REJECTED"),
     "rejected-quota-sidecar": ("https://github.com/kserve/kserve/issues/1242", "RESOURCES_POD_CREATION_REJECTED"),
+}
+# The probe codes added for issue #14 (item 6: a Serverless and a RawDeployment scenario each, from public reports):
+# the report each scenario is built on, and the code that must lead its ranking.
+PROBE_SOURCES = {
+    "agent-readiness-404": ("https://github.com/kserve/kserve/issues/5341", "PROBE_SIDECAR_NOT_READY"),
+    "liveness-timeouts-under-load": ("https://github.com/llm-d/llm-d-benchmark/pull/1734", "PROBE_FAILS_UNDER_LOAD"),
+    "liveness-timeouts-under-load-serverless": (
+        "https://github.com/scaleapi/llm-engine/pull/255",
+        "PROBE_FAILS_UNDER_LOAD",
+    ),
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 1.0 * len(
@@ -436,6 +447,18 @@ def test_never_running_scenarios_name_their_report_and_cover_both_modes() -> Non
         assert specs[name].expected_root_causes[0] == code
     for code in {code for _, code in NEVER_RUNS_SOURCES.values()}:
         modes = {specs[name].isvc.deployment_mode for name, (_, c) in NEVER_RUNS_SOURCES.items() if c == code}
+        assert modes == {"Serverless", "RawDeployment"}, code
+
+
+def test_probe_scenarios_name_their_report_and_cover_both_modes() -> None:
+    specs = {spec.name: spec for spec in list_scenarios()}
+    assert {name: specs[name].source for name in PROBE_SOURCES} == {
+        name: source for name, (source, _) in PROBE_SOURCES.items()
+    }
+    for name, (_, code) in PROBE_SOURCES.items():
+        assert specs[name].expected_root_causes[0] == code
+    for code in ("PROBE_FAILS_UNDER_LOAD",):
+        modes = {specs[name].isvc.deployment_mode for name, (_, c) in PROBE_SOURCES.items() if c == code}
         assert modes == {"Serverless", "RawDeployment"}, code
 
 
@@ -1456,3 +1479,22 @@ def test_liveness_timeouts_under_load_kill_a_serving_engine(bundles: dict[str, d
     assert len(liveness) == 1 and "context deadline exceeded" in liveness[0]
     previous = next(log for log in evidence.logs_of(kube.name(pod)) if log.previous)
     assert "Application startup complete." in previous.text and "Avg prompt throughput" in previous.text
+
+
+def test_liveness_timeouts_under_load_on_knative_are_the_kubelets(bundles: dict[str, dict[str, bytes]]) -> None:
+    """scaleapi/llm-engine PR #255 on Knative: the kubelet runs the liveness probe against kserve-container itself
+    (Knative moves only readiness into queue-proxy), times out on a busy engine and kills it."""
+    evidence = evidence_of(bundles["liveness-timeouts-under-load-serverless"])
+    restarted = [pod for pod in evidence.of(kinds.POD) if kube.restart_count(pod)]
+    assert len(restarted) == 1
+    (pod,) = restarted
+    assert serving_status(pod)["lastState"]["terminated"]["exitCode"] == 137
+    serving = next(c for c in kube.containers(kube.spec(pod)) if c["name"] == kube.SERVING_CONTAINER)
+    assert serving["livenessProbe"]["timeoutSeconds"] == 1 and "readinessProbe" not in serving
+    liveness = [
+        event
+        for event in evidence.events_about("Pod", kube.name(pod))
+        if event.get("reason") == "Unhealthy" and "Liveness" in str(event.get("message"))
+    ]
+    assert [event["involvedObject"]["fieldPath"] for event in liveness] == ["spec.containers{kserve-container}"]
+    assert "context deadline exceeded" in str(liveness[0].get("message"))
