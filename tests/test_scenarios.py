@@ -75,6 +75,7 @@ SHIPPED = (
     "agent-readiness-404",
     "liveness-timeouts-under-load",
     "liveness-timeouts-under-load-serverless",
+    "queue-proxy-probe-port-unserved",
     "init-gated-model-no-token",
     "init-storage-oomkilled",
     "image-pull-denied",
@@ -120,7 +121,8 @@ NEVER_RUNS_SOURCES = {
     "rejected-quota-sidecar": ("https://github.com/kserve/kserve/issues/1242", "RESOURCES_POD_CREATION_REJECTED"),
 }
 # The probe codes added for issue #14 (item 6: a Serverless and a RawDeployment scenario each, from public reports):
-# the report each scenario is built on, and the code that must lead its ranking.
+# the report each scenario is built on, and the code it is about: first in its ranking, or after the cause the catalog
+# says explains it (PORT_MISMATCH explains PROBE_*).
 PROBE_SOURCES = {
     "agent-readiness-404": ("https://github.com/kserve/kserve/issues/5341", "PROBE_SIDECAR_NOT_READY"),
     "liveness-timeouts-under-load": ("https://github.com/llm-d/llm-d-benchmark/pull/1734", "PROBE_FAILS_UNDER_LOAD"),
@@ -128,6 +130,7 @@ PROBE_SOURCES = {
         "https://github.com/scaleapi/llm-engine/pull/255",
         "PROBE_FAILS_UNDER_LOAD",
     ),
+    "queue-proxy-probe-port-unserved": ("https://github.com/knative/serving/issues/14021", "PROBE_SIDECAR_NOT_READY"),
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session.
 GENERATION_BUDGET_SECONDS = 1.0 * len(
@@ -456,8 +459,9 @@ def test_probe_scenarios_name_their_report_and_cover_both_modes() -> None:
         name: source for name, (source, _) in PROBE_SOURCES.items()
     }
     for name, (_, code) in PROBE_SOURCES.items():
-        assert specs[name].expected_root_causes[0] == code
-    for code in ("PROBE_FAILS_UNDER_LOAD",):
+        causes = specs[name].expected_root_causes
+        assert causes[0] == code or causes[:2] == ("PORT_MISMATCH", code), name
+    for code in {code for _, code in PROBE_SOURCES.values()}:
         modes = {specs[name].isvc.deployment_mode for name, (_, c) in PROBE_SOURCES.items() if c == code}
         assert modes == {"Serverless", "RawDeployment"}, code
 
@@ -1498,3 +1502,20 @@ def test_liveness_timeouts_under_load_on_knative_are_the_kubelets(bundles: dict[
     ]
     assert [event["involvedObject"]["fieldPath"] for event in liveness] == ["spec.containers{kserve-container}"]
     assert "context deadline exceeded" in str(liveness[0].get("message"))
+
+
+def test_queue_proxy_probing_an_unserved_port_keeps_serving_pods_out(bundles: dict[str, dict[str, bytes]]) -> None:
+    """knative/serving#14021: queue-proxy runs the readiness probe on a port nothing listens on; vLLM serves."""
+    evidence = evidence_of(bundles["queue-proxy-probe-port-unserved"])
+    for pod in evidence.of(kinds.POD):
+        statuses = {status["name"]: status for status in kube.status(pod)["containerStatuses"]}
+        assert statuses["kserve-container"]["ready"] and not statuses["queue-proxy"]["ready"]
+        assert kube.condition(pod, "Ready")["message"] == "containers with unready status: [queue-proxy]"
+        queue = next(c for c in kube.containers(kube.spec(pod)) if c["name"] == "queue-proxy")
+        env = {entry["name"]: entry.get("value") for entry in queue["env"]}
+        assert json.loads(env["SERVING_READINESS_PROBE"])["httpGet"]["port"] == 8000 and env["USER_PORT"] == "8080"
+    assert kube.spec(evidence.isvc)["predictor"]["model"]["readinessProbe"]["httpGet"]["port"] == 8000
+    (log,) = [log for log in evidence.logs if log.container == "queue-proxy"]
+    assert "dial tcp 127.0.0.1:8000: connect: connection refused" in log.text
+    serving = next(log for log in evidence.logs if log.container == kube.SERVING_CONTAINER)
+    assert "Application startup complete." in serving.text
