@@ -22,6 +22,7 @@ unready queue-proxy or agent is the model's readiness seen through them, not a f
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -188,6 +189,14 @@ def _why(facts: ProbeFacts, sidecar: UnreadySidecar) -> str:
             "httpGet readinessProbe on the model container made the agent serve only that path."
         )
     if sidecar.role == QUEUE_PROXY:
+        asked = _queue_probe_port(sidecar.container)
+        if asked is not None and facts.server.port is not None and asked != facts.server.port:
+            # knative/serving#14021: "aggressive probe error ... dial tcp 127.0.0.1:5000: connect: connection refused".
+            return (
+                "queue-proxy turns ready only when the readiness probe it runs for the serving container passes; "
+                f"that probe (SERVING_READINESS_PROBE) asks port {asked}, while the server listens on "
+                f"{facts.server.port}: it is refused for as long as the pod lives (knative/serving#14021)."
+            )
         return (
             "queue-proxy turns ready only when the readiness probe it runs for the serving container passes; "
             "it stays unready although the server serves, so that probe does not reach the server: a port the "
@@ -207,6 +216,13 @@ def _fix(facts: ProbeFacts, sidecar: UnreadySidecar) -> Fix:
     if sidecar.role == AGENT:
         return _agent_fix(facts, sidecar)
     if sidecar.role == QUEUE_PROXY:
+        asked = _queue_probe_port(sidecar.container)
+        if asked is not None and facts.server.port is not None and asked != facts.server.port:
+            return Fix(
+                what=f"Let the readiness probe ask port {facts.server.port}, where the server listens, instead of "
+                f"{asked} (or drop its port: Knative then probes the container port). Knative copies the probe "
+                "into queue-proxy when it creates the revision."
+            )
         what = (
             "Compare queue-proxy's SERVING_READINESS_PROBE and USER_PORT with the port and path the server "
             "answers on (kubectl get pod -o yaml), and read queue-proxy's log for the probe errors. With the "
@@ -227,6 +243,22 @@ def _fix(facts: ProbeFacts, sidecar: UnreadySidecar) -> Fix:
         what=f"Fix the {sidecar.name} container's readiness probe or the process behind it; its failure "
         "keeps a serving pod out of rotation."
     )
+
+
+def _queue_probe_port(container: Mapping[str, Any]) -> int | None:
+    """The port of the probe queue-proxy runs for the serving container (SERVING_READINESS_PROBE), when numeric."""
+    text = vllm_args.literal_env(container).get("SERVING_READINESS_PROBE", "")
+    try:
+        probe = json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(probe, Mapping):
+        return None
+    for handler in ("httpGet", "tcpSocket", "grpc"):
+        port = (probe.get(handler) or {}).get("port") if isinstance(probe.get(handler), Mapping) else None
+        if isinstance(port, int) and not isinstance(port, bool):
+            return port
+    return None
 
 
 def _agent_fix(facts: ProbeFacts, sidecar: UnreadySidecar) -> Fix:
