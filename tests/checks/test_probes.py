@@ -865,6 +865,25 @@ def test_queue_proxy_probing_a_port_the_server_does_not_listen_on_is_named() -> 
     assert finding.fix.what.startswith("Let the readiness probe ask port 8080, where the server listens")
 
 
+def test_pods_whose_engine_log_was_not_captured_are_named_not_counted() -> None:
+    """The capture reads the log of the newest not-ready pod only: an older twin with the same unready queue-proxy
+    is named, not counted; a Ready twin is not named."""
+    objects = load_case(SERVERLESS)
+    pod = _serverless_pod_with(objects, "queue-proxy")
+    twin = copy.deepcopy(pod)
+    twin["metadata"].update(name=f"{KNATIVE_POD_NAME}-twin", uid="5b0c7a1e-twin")
+    objects.append(twin)
+    twin_log = {(f"{KNATIVE_POD_NAME}-twin", "kserve-container"): SERVING_LOG[(KNATIVE_POD_NAME, "kserve-container")]}
+    finding = only(probes.run(evidence_of(objects, logs=twin_log)), "PROBE_SIDECAR_NOT_READY")
+    assert finding.summary.startswith("On 1 pod(s) the queue-proxy container runs but is not ready")
+    assert f"1 other pod(s) show queue-proxy unready as long ({KNATIVE_POD_NAME});" in finding.summary
+    pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    for status in pod["status"]["containerStatuses"]:
+        status["ready"] = True
+    finding = only(probes.run(evidence_of(objects, logs=twin_log)), "PROBE_SIDECAR_NOT_READY")
+    assert "other pod(s) show" not in finding.summary
+
+
 def test_native_sidecar_istio_proxy_is_read_from_init_container_statuses() -> None:
     objects = load_case(SERVERLESS)
     pod = next(obj for obj in objects if obj["kind"] == "Pod")

@@ -84,18 +84,27 @@ def sidecar_findings(facts: ProbeFacts) -> list[Finding]:
 
 
 def _unready_sidecars(facts: ProbeFacts, load: PodLoad) -> list[UnreadySidecar]:
-    pod = load.pod
-    if kube.pod_ready(pod):
+    if kube.pod_ready(load.pod):
         return []
     serving = _engine_serving(facts, load)
     if serving is None:
         return []
-    spec = kube.spec(pod)
+    found = []
+    for container, since in _settled_unready(facts, load):
+        name = str(container.get("name"))
+        events = tuple(line for _, line in container_probe_events(facts.evidence, load.name, name))
+        found.append(UnreadySidecar(load, container, _role(name), since, serving, events))
+    return found
+
+
+def _settled_unready(facts: ProbeFacts, load: PodLoad) -> list[tuple[Mapping[str, Any], datetime | None]]:
+    """(spec, running since) of the pod's sidecars that have been running, not ready, for at least SETTLE."""
+    spec = kube.spec(load.pod)
     specs = {str(c.get("name")): c for c in kube.containers(spec)}
     specs.update(
         {str(c.get("name")): c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"}
     )
-    status = kube.status(pod)
+    status = kube.status(load.pod)
     found = []
     for entry in [*(status.get("containerStatuses") or []), *(status.get("initContainerStatuses") or [])]:
         name = str(entry.get("name"))
@@ -107,9 +116,21 @@ def _unready_sidecars(facts: ProbeFacts, load: PodLoad) -> list[UnreadySidecar]:
         since = parse_k8s_time(running.get("startedAt"))
         if since is not None and facts.evidence.observed_at - since < SETTLE:
             continue  # too young to call
-        events = tuple(line for _, line in container_probe_events(facts.evidence, load.name, name))
-        found.append(UnreadySidecar(load, specs[name], _role(name), since, serving, events))
+        found.append((specs[name], since))
     return found
+
+
+def _unproven_pods(facts: ProbeFacts, name: str, reported: Sequence[str]) -> list[str]:
+    """The other not-ready pods whose ``name`` sidecar has been unready as long and whose engine log is not in the
+    evidence (the capture reads the logs of a few pods only), so nothing shows whether their engine serves."""
+    return [
+        load.name
+        for load in facts.loads
+        if load.name not in reported
+        and not kube.pod_ready(load.pod)
+        and not any(log.container == facts.container_name for log in facts.evidence.logs_of(load.name))
+        and any(str(container.get("name")) == name for container, _ in _settled_unready(facts, load))
+    ]
 
 
 def _engine_serving(facts: ProbeFacts, load: PodLoad) -> str | None:
@@ -153,6 +174,12 @@ def _finding(facts: ProbeFacts, sidecars: Sequence[UnreadySidecar]) -> Finding:
         f"serves ({first.serving}). A pod is Ready only when all its containers are, so the pod stays out of the "
         f"Service's endpoints and the engine gets no requests. {_why(facts, first)}"
     )
+    unproven = _unproven_pods(facts, first.name, pods)
+    if unproven:
+        summary += (
+            f" {len(unproven)} other pod(s) show {first.name} unready as long ({', '.join(unproven)}); their "
+            "engine logs are not in the evidence, so they are not shown serving and not counted."
+        )
     severity = None
     ready_pods = [load.name for load in facts.loads if kube.pod_ready(load.pod)]
     if ready_pods:
