@@ -74,6 +74,8 @@ SHIPPED = (
     "old-vllm-histogram-cap-behind-nginx",
     "agent-readiness-404",
     "liveness-timeouts-under-load",
+    "liveness-timeouts-under-load-serverless",
+    "queue-proxy-probe-port-unserved",
     "init-gated-model-no-token",
     "init-storage-oomkilled",
     "image-pull-denied",
@@ -132,10 +134,21 @@ RULE_SOURCES = {
     "raw-user-ingress-own-host": ("https://github.com/kserve/kserve/issues/3286", ""),  # healthy: no root cause
     "runtime-oom-after-hours-log-cut": ("https://github.com/vllm-project/vllm/issues/13067", "GPU_OOM"),
 }
-# Every scenario budget together: generation must stay cheap enough to run on each test session.
-GENERATION_BUDGET_SECONDS = 1.0 * len(
-    SHIPPED
-)  # 38 scenarios take about 10 s on an idle 2-core machine; room for a loaded one (the suite runs on every core)
+# The probe codes added for issue #14 (item 6: a Serverless and a RawDeployment scenario each, from public reports):
+# the report each scenario is built on, and the code it is about: first in its ranking, or after the cause the catalog
+# says explains it (PORT_MISMATCH explains PROBE_*).
+PROBE_SOURCES = {
+    "agent-readiness-404": ("https://github.com/kserve/kserve/issues/5341", "PROBE_SIDECAR_NOT_READY"),
+    "liveness-timeouts-under-load": ("https://github.com/llm-d/llm-d-benchmark/pull/1734", "PROBE_FAILS_UNDER_LOAD"),
+    "liveness-timeouts-under-load-serverless": (
+        "https://github.com/scaleapi/llm-engine/pull/255",
+        "PROBE_FAILS_UNDER_LOAD",
+    ),
+    "queue-proxy-probe-port-unserved": ("https://github.com/knative/serving/issues/14021", "PROBE_SIDECAR_NOT_READY"),
+}
+# Every scenario budget together: generation must stay cheap enough to run on each test session. About 0.3 s a
+# scenario on an idle 2-core machine; a second a scenario leaves room for a loaded one (the suite runs on every core).
+GENERATION_BUDGET_SECONDS = 1.0 * len(SHIPPED)
 
 
 @pytest.fixture(scope="module")
@@ -533,6 +546,19 @@ def test_a_previous_log_read_for_the_window_misses_a_long_run_s_start(bundles: d
     assert "Avg prompt throughput" in lines[0] and "Finished server process" in lines[-1]
     assert not any("vLLM API server version" in line or "non-default args" in line for line in lines)
     assert any("torch.OutOfMemoryError: CUDA out of memory" in line for line in lines)
+
+
+def test_probe_scenarios_name_their_report_and_cover_both_modes() -> None:
+    specs = {spec.name: spec for spec in list_scenarios()}
+    assert {name: specs[name].source for name in PROBE_SOURCES} == {
+        name: source for name, (source, _) in PROBE_SOURCES.items()
+    }
+    for name, (_, code) in PROBE_SOURCES.items():
+        causes = specs[name].expected_root_causes
+        assert causes[0] == code or causes[:2] == ("PORT_MISMATCH", code), name
+    for code in {code for _, code in PROBE_SOURCES.values()}:
+        modes = {specs[name].isvc.deployment_mode for name, (_, c) in PROBE_SOURCES.items() if c == code}
+        assert modes == {"Serverless", "RawDeployment"}, code
 
 
 def test_a_failing_storage_initializer_keeps_the_pod_initializing(bundles: dict[str, dict[str, bytes]]) -> None:
@@ -1552,3 +1578,39 @@ def test_liveness_timeouts_under_load_kill_a_serving_engine(bundles: dict[str, d
     assert len(liveness) == 1 and "context deadline exceeded" in liveness[0]
     previous = next(log for log in evidence.logs_of(kube.name(pod)) if log.previous)
     assert "Application startup complete." in previous.text and "Avg prompt throughput" in previous.text
+
+
+def test_liveness_timeouts_under_load_on_knative_are_the_kubelets(bundles: dict[str, dict[str, bytes]]) -> None:
+    """scaleapi/llm-engine PR #255 on Knative: the kubelet runs the liveness probe against kserve-container itself
+    (Knative moves only readiness into queue-proxy), times out on a busy engine and kills it."""
+    evidence = evidence_of(bundles["liveness-timeouts-under-load-serverless"])
+    restarted = [pod for pod in evidence.of(kinds.POD) if kube.restart_count(pod)]
+    assert len(restarted) == 1
+    (pod,) = restarted
+    assert serving_status(pod)["lastState"]["terminated"]["exitCode"] == 137
+    serving = next(c for c in kube.containers(kube.spec(pod)) if c["name"] == kube.SERVING_CONTAINER)
+    assert serving["livenessProbe"]["timeoutSeconds"] == 1 and "readinessProbe" not in serving
+    liveness = [
+        event
+        for event in evidence.events_about("Pod", kube.name(pod))
+        if event.get("reason") == "Unhealthy" and "Liveness" in str(event.get("message"))
+    ]
+    assert [event["involvedObject"]["fieldPath"] for event in liveness] == ["spec.containers{kserve-container}"]
+    assert "context deadline exceeded" in str(liveness[0].get("message"))
+
+
+def test_queue_proxy_probing_an_unserved_port_keeps_serving_pods_out(bundles: dict[str, dict[str, bytes]]) -> None:
+    """knative/serving#14021: queue-proxy runs the readiness probe on a port nothing listens on; vLLM serves."""
+    evidence = evidence_of(bundles["queue-proxy-probe-port-unserved"])
+    for pod in evidence.of(kinds.POD):
+        statuses = {status["name"]: status for status in kube.status(pod)["containerStatuses"]}
+        assert statuses["kserve-container"]["ready"] and not statuses["queue-proxy"]["ready"]
+        assert kube.condition(pod, "Ready")["message"] == "containers with unready status: [queue-proxy]"
+        queue = next(c for c in kube.containers(kube.spec(pod)) if c["name"] == "queue-proxy")
+        env = {entry["name"]: entry.get("value") for entry in queue["env"]}
+        assert json.loads(env["SERVING_READINESS_PROBE"])["httpGet"]["port"] == 8000 and env["USER_PORT"] == "8080"
+    assert kube.spec(evidence.isvc)["predictor"]["model"]["readinessProbe"]["httpGet"]["port"] == 8000
+    (log,) = [log for log in evidence.logs if log.container == "queue-proxy"]
+    assert "dial tcp 127.0.0.1:8000: connect: connection refused" in log.text
+    serving = next(log for log in evidence.logs if log.container == kube.SERVING_CONTAINER)
+    assert "Application startup complete." in serving.text

@@ -26,6 +26,7 @@ from nbhelpers.scenarios.state import (
     custom_metrics_api_missing,
     liveness_probe,
     make_uid,
+    readiness_probe,
     rng_for,
     user_hpa_metric,
 )
@@ -298,7 +299,7 @@ class EventBuilder:
         queue-proxy, which answers 503 when its own check of the engine times out (the same event as the
         failures during the load)."""
         spec = self.plan.spec
-        probe: Any = spec.isvc.readiness_probe or {}
+        probe: Any = readiness_probe(spec) or {}
         port = self.plan.probe_port
         groups: list[tuple[str, tuple[datetime, ...]]]
         if self.plan.serverless:

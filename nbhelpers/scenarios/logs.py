@@ -26,6 +26,7 @@ from nbhelpers.scenarios.state import (
     Plan,
     PodPlan,
     Run,
+    probe_port,
     rng_for,
     weights_span,
 )
@@ -429,4 +430,24 @@ def queue_proxy_log(plan: Plan, pod: PodPlan) -> str:
             "knative.dev/pod": pod.name,
         }
         lines.append(f"{kubelet_stamp(moment)} {json.dumps(record)}\n")
+    if any(fault.type == "readiness_probe_port_unserved" for fault in plan.spec.faults):
+        lines += _aggressive_probe_errors(pod, probe_port(plan.spec))
     return "".join(lines)
+
+
+# How many times queue-proxy's aggressive probe fails within one kubelet check (the count knative/serving#14021 shows).
+AGGRESSIVE_PROBE_FAILURES = 202
+
+
+def _aggressive_probe_errors(pod: PodPlan, port: int) -> list[str]:
+    """queue-proxy's plain-text lines for each kubelet check it fails because its own probe of the serving
+    container is refused (readiness_probe_port_unserved), as knative/serving#14021 shows them."""
+    error = (
+        f"aggressive probe error (failed {AGGRESSIVE_PROBE_FAILURES} times): dial tcp 127.0.0.1:{port}: connect: "
+        "connection refused"
+    )
+    lines = []
+    for moment in pod.probe_failures:
+        lines.append(f"{kubelet_stamp(moment)} {error}\n")
+        lines.append(f"{kubelet_stamp(moment)} timed out waiting for the condition\n")
+    return lines

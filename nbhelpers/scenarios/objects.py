@@ -37,6 +37,7 @@ from nbhelpers.scenarios.state import (
     logger_url,
     make_uid,
     nginx_timeout_seconds,
+    readiness_probe,
     restart_back_off,
     rng_for,
     scales_out,
@@ -197,15 +198,16 @@ class ObjectBuilder:
         liveness = liveness_probe(self.spec)
         if liveness and probes_here:
             container["livenessProbe"] = _probe(liveness)
-        if isvc.readiness_probe and probes_here and not (self.plan.serverless and for_pod):
-            container["readinessProbe"] = _probe(isvc.readiness_probe)
+        readiness = readiness_probe(self.spec)
+        if readiness and probes_here and not (self.plan.serverless and for_pod):
+            container["readinessProbe"] = _probe(readiness)
         if self.plan.serverless and for_pod:
             container["env"].append({"name": "PORT", "value": str(isvc.container_port)})
             container["env"].append({"name": "K_REVISION", "value": self.plan.revision})
         return container
 
     def queue_proxy(self) -> KubeObject:
-        probe = self.isvc.readiness_probe or {"tcpSocket": {"port": self.isvc.container_port}}
+        probe = readiness_probe(self.spec) or {"tcpSocket": {"port": self.isvc.container_port}}
         period = int(probe.get("periodSeconds", 10))
         return {
             "name": "queue-proxy",
@@ -324,8 +326,8 @@ class ObjectBuilder:
         }
         if isvc.probes_in == "isvc":
             liveness = liveness_probe(self.spec)
-            if isvc.readiness_probe:
-                predictor["model"]["readinessProbe"] = json.loads(json.dumps(isvc.readiness_probe))
+            if readiness_probe(self.spec):
+                predictor["model"]["readinessProbe"] = json.loads(json.dumps(readiness_probe(self.spec)))
             if liveness:
                 predictor["model"]["livenessProbe"] = json.loads(json.dumps(liveness))
         if logger_url(self.spec):

@@ -392,9 +392,22 @@ def listen_port(server: str, args: tuple[str, ...]) -> int:
     return int(value) if value else default_port
 
 
+def readiness_probe(spec: ScenarioSpec) -> Mapping[str, Any] | None:
+    """The readiness probe in effect: the baseline's, on the port a readiness_probe_port_unserved fault names."""
+    probe = spec.isvc.readiness_probe
+    for fault in spec.faults:
+        if fault.type == "readiness_probe_port_unserved" and probe is not None:
+            moved = _copy(probe)
+            handler = next((key for key in ("httpGet", "tcpSocket", "grpc") if key in moved), None)
+            if handler is not None:
+                moved[handler]["port"] = int(fault.params["probe_port"])
+            return moved
+    return probe
+
+
 def probe_port(spec: ScenarioSpec) -> int:
     """The port the readiness check connects to (the containerPort when no probe names one)."""
-    probe: Any = spec.isvc.readiness_probe or {}
+    probe: Any = readiness_probe(spec) or {}
     for handler in ("httpGet", "tcpSocket", "grpc"):
         if handler in probe and "port" in probe[handler]:
             return int(probe[handler]["port"])
@@ -693,6 +706,9 @@ def _pod_plan(
     node = spec.cluster.nodes[index % len(spec.cluster.nodes)]
     ready_at = first_ready or life.ready_at
     blocked = any(fault.type == "agent_readiness_not_served" for fault in spec.faults)
+    # readiness_probe_port_unserved: the serving container has no probe of its own under Knative, so the kubelet
+    # counts it ready once the engine listens; queue-proxy, which runs the probe, never is.
+    unserved = any(fault.type == "readiness_probe_port_unserved" for fault in spec.faults)
     return PodPlan(
         name=name,
         uid=uid,
@@ -704,7 +720,7 @@ def _pod_plan(
         load_seconds=load,
         listening=life.listening,
         ready_at=None if blocked else ready_at,
-        engine_ready_at=ready_at if blocked else None,
+        engine_ready_at=ready_at if blocked else (life.listening if unserved else None),
         busy_liveness_failures=tuple(busy_failures),
         sidecar_started=life.runs[0].started + timedelta(seconds=0.2) if blocked and life.runs else None,
         probe_failures=tuple(life.readiness_failures),

@@ -846,8 +846,42 @@ def test_serverless_sidecar_unready_after_the_log_shows_serving(sidecar: str, wo
     assert finding.title == f"{sidecar} sidecar not ready while the engine serves"
     assert "its log shows 'Application startup complete.' at 2026-01-15T11:31:50Z" in finding.summary
     assert words in finding.summary
+    assert "SERVING_READINESS_PROBE) asks port" not in finding.summary  # its probe asks the server's own port
     # Without the log, nothing shows the engine serving: queue-proxy and the mesh only mirror a load.
     assert "PROBE_SIDECAR_NOT_READY" not in codes(probes.run(evidence_of(objects)))
+
+
+def test_queue_proxy_probing_a_port_the_server_does_not_listen_on_is_named() -> None:
+    """knative/serving#14021: queue-proxy's probe is refused on a port nothing listens on while the server serves."""
+    objects = load_case(SERVERLESS)
+    pod = _serverless_pod_with(objects, "queue-proxy")
+    queue = next(c for c in pod["spec"]["containers"] if c["name"] == "queue-proxy")
+    env = [e for e in queue["env"] if e["name"] != "SERVING_READINESS_PROBE"]
+    probe = {"httpGet": {"path": "/health", "port": 8000, "host": "127.0.0.1"}, "successThreshold": 1}
+    queue["env"] = [*env, {"name": "SERVING_READINESS_PROBE", "value": json.dumps(probe)}]
+    finding = only(probes.run(evidence_of(objects, logs=SERVING_LOG)), "PROBE_SIDECAR_NOT_READY")
+    assert "(SERVING_READINESS_PROBE) asks port 8000, while the server listens on 8080" in finding.summary
+    assert "a port the KServe agent took" not in finding.summary
+    assert finding.fix.what.startswith("Let the readiness probe ask port 8080, where the server listens")
+
+
+def test_pods_whose_engine_log_was_not_captured_are_named_not_counted() -> None:
+    """The capture reads the log of the newest not-ready pod only: an older twin with the same unready queue-proxy
+    is named, not counted; a Ready twin is not named."""
+    objects = load_case(SERVERLESS)
+    pod = _serverless_pod_with(objects, "queue-proxy")
+    twin = copy.deepcopy(pod)
+    twin["metadata"].update(name=f"{KNATIVE_POD_NAME}-twin", uid="5b0c7a1e-twin")
+    objects.append(twin)
+    twin_log = {(f"{KNATIVE_POD_NAME}-twin", "kserve-container"): SERVING_LOG[(KNATIVE_POD_NAME, "kserve-container")]}
+    finding = only(probes.run(evidence_of(objects, logs=twin_log)), "PROBE_SIDECAR_NOT_READY")
+    assert finding.summary.startswith("On 1 pod(s) the queue-proxy container runs but is not ready")
+    assert f"1 other pod(s) show queue-proxy unready as long ({KNATIVE_POD_NAME});" in finding.summary
+    pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    for status in pod["status"]["containerStatuses"]:
+        status["ready"] = True
+    finding = only(probes.run(evidence_of(objects, logs=twin_log)), "PROBE_SIDECAR_NOT_READY")
+    assert "other pod(s) show" not in finding.summary
 
 
 def test_native_sidecar_istio_proxy_is_read_from_init_container_statuses() -> None:

@@ -22,6 +22,7 @@ unready queue-proxy or agent is the model's readiness seen through them, not a f
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -83,18 +84,27 @@ def sidecar_findings(facts: ProbeFacts) -> list[Finding]:
 
 
 def _unready_sidecars(facts: ProbeFacts, load: PodLoad) -> list[UnreadySidecar]:
-    pod = load.pod
-    if kube.pod_ready(pod):
+    if kube.pod_ready(load.pod):
         return []
     serving = _engine_serving(facts, load)
     if serving is None:
         return []
-    spec = kube.spec(pod)
+    found = []
+    for container, since in _settled_unready(facts, load):
+        name = str(container.get("name"))
+        events = tuple(line for _, line in container_probe_events(facts.evidence, load.name, name))
+        found.append(UnreadySidecar(load, container, _role(name), since, serving, events))
+    return found
+
+
+def _settled_unready(facts: ProbeFacts, load: PodLoad) -> list[tuple[Mapping[str, Any], datetime | None]]:
+    """(spec, running since) of the pod's sidecars that have been running, not ready, for at least SETTLE."""
+    spec = kube.spec(load.pod)
     specs = {str(c.get("name")): c for c in kube.containers(spec)}
     specs.update(
         {str(c.get("name")): c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"}
     )
-    status = kube.status(pod)
+    status = kube.status(load.pod)
     found = []
     for entry in [*(status.get("containerStatuses") or []), *(status.get("initContainerStatuses") or [])]:
         name = str(entry.get("name"))
@@ -106,9 +116,21 @@ def _unready_sidecars(facts: ProbeFacts, load: PodLoad) -> list[UnreadySidecar]:
         since = parse_k8s_time(running.get("startedAt"))
         if since is not None and facts.evidence.observed_at - since < SETTLE:
             continue  # too young to call
-        events = tuple(line for _, line in container_probe_events(facts.evidence, load.name, name))
-        found.append(UnreadySidecar(load, specs[name], _role(name), since, serving, events))
+        found.append((specs[name], since))
     return found
+
+
+def _unproven_pods(facts: ProbeFacts, name: str, reported: Sequence[str]) -> list[str]:
+    """The other not-ready pods whose ``name`` sidecar has been unready as long and whose engine log is not in the
+    evidence (the capture reads the logs of a few pods only), so nothing shows whether their engine serves."""
+    return [
+        load.name
+        for load in facts.loads
+        if load.name not in reported
+        and not kube.pod_ready(load.pod)
+        and not any(log.container == facts.container_name for log in facts.evidence.logs_of(load.name))
+        and any(str(container.get("name")) == name for container, _ in _settled_unready(facts, load))
+    ]
 
 
 def _engine_serving(facts: ProbeFacts, load: PodLoad) -> str | None:
@@ -152,6 +174,12 @@ def _finding(facts: ProbeFacts, sidecars: Sequence[UnreadySidecar]) -> Finding:
         f"serves ({first.serving}). A pod is Ready only when all its containers are, so the pod stays out of the "
         f"Service's endpoints and the engine gets no requests. {_why(facts, first)}"
     )
+    unproven = _unproven_pods(facts, first.name, pods)
+    if unproven:
+        summary += (
+            f" {len(unproven)} other pod(s) show {first.name} unready as long ({', '.join(unproven)}); their "
+            "engine logs are not in the evidence, so they are not shown serving and not counted."
+        )
     severity = None
     ready_pods = [load.name for load in facts.loads if kube.pod_ready(load.pod)]
     if ready_pods:
@@ -188,6 +216,14 @@ def _why(facts: ProbeFacts, sidecar: UnreadySidecar) -> str:
             "httpGet readinessProbe on the model container made the agent serve only that path."
         )
     if sidecar.role == QUEUE_PROXY:
+        asked = _queue_probe_port(sidecar.container)
+        if asked is not None and facts.server.port is not None and asked != facts.server.port:
+            # knative/serving#14021: "aggressive probe error ... dial tcp 127.0.0.1:5000: connect: connection refused".
+            return (
+                "queue-proxy turns ready only when the readiness probe it runs for the serving container passes; "
+                f"that probe (SERVING_READINESS_PROBE) asks port {asked}, while the server listens on "
+                f"{facts.server.port}: it is refused for as long as the pod lives (knative/serving#14021)."
+            )
         return (
             "queue-proxy turns ready only when the readiness probe it runs for the serving container passes; "
             "it stays unready although the server serves, so that probe does not reach the server: a port the "
@@ -207,6 +243,13 @@ def _fix(facts: ProbeFacts, sidecar: UnreadySidecar) -> Fix:
     if sidecar.role == AGENT:
         return _agent_fix(facts, sidecar)
     if sidecar.role == QUEUE_PROXY:
+        asked = _queue_probe_port(sidecar.container)
+        if asked is not None and facts.server.port is not None and asked != facts.server.port:
+            return Fix(
+                what=f"Let the readiness probe ask port {facts.server.port}, where the server listens, instead of "
+                f"{asked} (or drop its port: Knative then probes the container port). Knative copies the probe "
+                "into queue-proxy when it creates the revision."
+            )
         what = (
             "Compare queue-proxy's SERVING_READINESS_PROBE and USER_PORT with the port and path the server "
             "answers on (kubectl get pod -o yaml), and read queue-proxy's log for the probe errors. With the "
@@ -227,6 +270,22 @@ def _fix(facts: ProbeFacts, sidecar: UnreadySidecar) -> Fix:
         what=f"Fix the {sidecar.name} container's readiness probe or the process behind it; its failure "
         "keeps a serving pod out of rotation."
     )
+
+
+def _queue_probe_port(container: Mapping[str, Any]) -> int | None:
+    """The port of the probe queue-proxy runs for the serving container (SERVING_READINESS_PROBE), when numeric."""
+    text = vllm_args.literal_env(container).get("SERVING_READINESS_PROBE", "")
+    try:
+        probe = json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(probe, Mapping):
+        return None
+    for handler in ("httpGet", "tcpSocket", "grpc"):
+        port = (probe.get(handler) or {}).get("port") if isinstance(probe.get(handler), Mapping) else None
+        if isinstance(port, int) and not isinstance(port, bool):
+            return port
+    return None
 
 
 def _agent_fix(facts: ProbeFacts, sidecar: UnreadySidecar) -> Fix:
