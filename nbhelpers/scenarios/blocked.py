@@ -553,29 +553,7 @@ def pod_events(builder: EventBuilder, pod: PodPlan) -> list[KubeObject]:
         runs = init_runs(plan, pod)
         starts = [run.started for run in runs]
         image = STORAGE_INITIALIZER_IMAGE
-        events.append(
-            builder.event(
-                involved,
-                "Pulled",
-                f'Container image "{image}" already present on machine',
-                starts[0] - timedelta(seconds=1),
-                starts[-1] - timedelta(seconds=1),
-                len(starts),
-                host=host,
-            )
-        )
-        for reason, shift in (("Created", 0.5), ("Started", 0.0)):
-            events.append(
-                builder.event(
-                    involved,
-                    reason,
-                    f"{reason} container {STORAGE_INITIALIZER}",
-                    starts[0] - timedelta(seconds=shift),
-                    starts[-1] - timedelta(seconds=shift),
-                    len(starts),
-                    host=host,
-                )
-            )
+        events += builder.image_present_created_started(involved, STORAGE_INITIALIZER, image, starts, starts, host)
         syncs = _back_off_syncs(plan, pod, _init_gaps(runs, captured))
         if syncs:
             events.append(

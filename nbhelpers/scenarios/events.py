@@ -180,6 +180,20 @@ class EventBuilder:
                 )
             )
             present = starts[1:]
+        return [*events, *self.image_present_created_started(involved, name, image, present, starts, host)]
+
+    def image_present_created_started(
+        self,
+        involved: dict[str, Any],
+        name: str,
+        image: str,
+        present: list[datetime],
+        starts: list[datetime],
+        host: str,
+    ) -> list[KubeObject]:
+        """ "Container image ... already present" (for the ``present`` starts), then Created and Started: one
+        aggregated event each, as the kubelet writes them for a container's runs."""
+        events = []
         if present:
             events.append(
                 self.event(
