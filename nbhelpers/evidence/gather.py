@@ -80,6 +80,11 @@ class _Reader:
         return self.keep(kind, [found])[0]
 
 
+# Listed namespace-wide for either kind of target: the Services and addresses in front of the pods, and the
+# autoscalers that may act on them (matched to the target by name or scale target, not by label).
+_SERVING_PATH_KINDS = (kinds.SERVICE, kinds.ENDPOINTS, kinds.ENDPOINT_SLICE, kinds.HPA, kinds.SCALED_OBJECT)
+
+
 def gather(
     cluster: ClusterSource,
     metrics: MetricsSource | None,
@@ -112,17 +117,7 @@ def gather(
     ):
         reader.list(kind, namespace, selector)
     pods = reader.list(kinds.POD, namespace, selector)
-    for kind in (
-        kinds.SERVICE,
-        kinds.ENDPOINTS,
-        kinds.ENDPOINT_SLICE,
-        kinds.HPA,
-        kinds.SCALED_OBJECT,
-        kinds.VIRTUAL_SERVICE,
-        kinds.HTTP_ROUTE,
-        kinds.INGRESS,
-        kinds.SERVING_RUNTIME,
-    ):
+    for kind in (*_SERVING_PATH_KINDS, kinds.VIRTUAL_SERVICE, kinds.HTTP_ROUTE, kinds.INGRESS, kinds.SERVING_RUNTIME):
         reader.list(kind, namespace)
     reader.list(kinds.CLUSTER_SERVING_RUNTIME, None)
     _read_gateways(reader, namespace)
@@ -225,16 +220,7 @@ def _gather_llmisvc(
     for kind in (kinds.DEPLOYMENT, kinds.REPLICA_SET):
         reader.list(kind, namespace, selector)
     pods = reader.list(kinds.POD, namespace, selector)
-    for kind in (
-        kinds.SERVICE,
-        kinds.ENDPOINTS,
-        kinds.ENDPOINT_SLICE,
-        kinds.HPA,
-        kinds.SCALED_OBJECT,
-        kinds.HTTP_ROUTE,
-        kinds.INFERENCE_POOL,
-        kinds.INFERENCE_POOL_ALPHA,
-    ):
+    for kind in (*_SERVING_PATH_KINDS, kinds.HTTP_ROUTE, kinds.INFERENCE_POOL, kinds.INFERENCE_POOL_ALPHA):
         reader.list(kind, namespace)
     _read_gateways(reader, namespace)
 
