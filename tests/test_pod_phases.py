@@ -146,6 +146,22 @@ def test_still_starting_is_a_lower_bound() -> None:
     assert "not ready after 900 s (still starting: a lower bound)" in phases.describe()
 
 
+def test_an_unready_pod_whose_server_is_up_is_not_still_starting() -> None:
+    """knative/serving#14021: vLLM logged its start, a sidecar keeps the pod unready: no cold start runs on."""
+    pod = _pod(
+        started="2026-01-15T11:50:00Z",
+        ready=None,
+        created="2026-01-15T11:45:00Z",
+        ready_false_since="2026-01-15T11:45:01Z",
+    )
+    up = pod_phases.ServingSignals(up_at=datetime(2026, 1, 15, 11, 52, tzinfo=timezone.utc))
+    phases = pod_phases.measure_pod(pod, [], "kserve-container", OBSERVED, up)
+    assert phases.starting_for is None
+    assert "server has been up since 2026-01-15T11:52:00Z" in phases.stuck
+    earlier = pod_phases.ServingSignals(up_at=datetime(2026, 1, 15, 11, 40, tzinfo=timezone.utc))  # a previous run's
+    assert pod_phases.measure_pod(pod, [], "kserve-container", OBSERVED, earlier).starting_for == 900
+
+
 @pytest.mark.parametrize(
     ("pod", "reason"),
     [

@@ -1610,7 +1610,8 @@ def test_queue_proxy_probing_an_unserved_port_keeps_serving_pods_out(bundles: di
         env = {entry["name"]: entry.get("value") for entry in queue["env"]}
         assert json.loads(env["SERVING_READINESS_PROBE"])["httpGet"]["port"] == 8000 and env["USER_PORT"] == "8080"
     assert kube.spec(evidence.isvc)["predictor"]["model"]["readinessProbe"]["httpGet"]["port"] == 8000
-    (log,) = [log for log in evidence.logs if log.container == "queue-proxy"]
-    assert "dial tcp 127.0.0.1:8000: connect: connection refused" in log.text
-    serving = next(log for log in evidence.logs if log.container == kube.SERVING_CONTAINER)
-    assert "Application startup complete." in serving.text
+    queue_logs = [log for log in evidence.logs if log.container == "queue-proxy"]
+    assert len(queue_logs) == 2  # both unready pods' logs are read
+    assert all("dial tcp 127.0.0.1:8000: connect: connection refused" in log.text for log in queue_logs)
+    serving = [log for log in evidence.logs if log.container == kube.SERVING_CONTAINER]
+    assert len(serving) == 2 and all("Application startup complete." in log.text for log in serving)

@@ -428,7 +428,8 @@ def choose_log_pods(
     pods: list[KubeObject], serving: Callable[[KubeObject], bool] = kube.is_predictor
 ) -> list[KubeObject]:
     """At most three serving pods (``serving``: predictor pods by default): most restarts, newest not ready,
-    one healthy."""
+    one healthy; slots left go to the other not-ready pods, newest first. A step that judges a pod by its log
+    (still loading, or serving but kept out of rotation) otherwise knows nothing of the second unready pod."""
     predictors = [pod for pod in pods if serving(pod)]
     chosen: list[KubeObject] = []
 
@@ -442,6 +443,8 @@ def choose_log_pods(
     add(max(not_ready, key=lambda pod: (kube.created(pod) or "", kube.name(pod)), default=None))
     healthy = sorted((pod for pod in predictors if kube.pod_ready(pod)), key=kube.name)
     add(healthy[0] if healthy else None)
+    for pod in sorted(not_ready, key=lambda pod: (kube.created(pod) or "", kube.name(pod)), reverse=True):
+        add(pod)
     return chosen[:MAX_LOG_PODS]
 
 

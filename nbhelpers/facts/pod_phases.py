@@ -332,7 +332,13 @@ def measure_pod(
                 )
             else:
                 found[READY] = ready_at
-    stuck = "" if ready else _stuck(status, scheduled_at, run.first_seen, ready_condition, run.restarts, run.waiting)
+    up_at = (signals or ServingSignals()).up_at
+    server_up = up_at if up_at is not None and (run.started is None or up_at >= run.started) else None
+    stuck = (
+        ""
+        if ready
+        else _stuck(status, scheduled_at, run.first_seen, ready_condition, run.restarts, run.waiting, server_up)
+    )
     ordered = tuple((milestone, found[milestone]) for milestone in MILESTONES if milestone in found)
     return PodPhases(
         name,
@@ -505,8 +511,10 @@ def _stuck(
     ready_condition: Mapping[str, Any],
     restarts: int,
     waiting: str,
+    server_up: datetime | None = None,
 ) -> str:
-    """Why a pod that is not ready is not simply starting ("" when it is)."""
+    """Why a pod that is not ready is not simply starting ("" when it is). ``server_up``: when the current run's
+    log said the server was up; a pod whose engine serves but is kept unready is not in a cold start."""
     if status.get("phase") in ("Succeeded", "Failed"):
         return f"pod {status.get('phase')}"
     if scheduled_at is None:
@@ -525,6 +533,8 @@ def _stuck(
     lost_at = parse_k8s_time(ready_condition.get("lastTransitionTime"))
     if started_at is not None and lost_at is not None and lost_at > started_at + _READY_FALSE_SLACK:
         return "was ready before and lost readiness"
+    if server_up is not None:
+        return f"its server has been up since {format_time(server_up)} but the pod is not Ready: see the probes step"
     return ""
 
 
