@@ -103,3 +103,9 @@ def fleet_api(fake_api: FakeApiServer) -> FakeApiServer:
 
 
 # --- end of the fleet cluster block ------------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` run first: under pytest-xdist a minutes-long test that a worker picks up last would
+    leave the other workers idle while it runs on."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
