@@ -87,6 +87,7 @@ SHIPPED = (
     "raw-ingress-awaits-predictor",
     "raw-user-ingress-own-host",
     "runtime-oom-after-hours-log-cut",
+    "serverless-ingress-awaits-predictor",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -133,6 +134,10 @@ RULE_SOURCES = {
     "raw-ingress-awaits-predictor": ("https://github.com/QwenLM/Qwen3/issues/295", "VLLM_KV_CAPACITY_EXCEEDED"),
     "raw-user-ingress-own-host": ("https://github.com/kserve/kserve/issues/3286", ""),  # healthy: no root cause
     "runtime-oom-after-hours-log-cut": ("https://github.com/vllm-project/vllm/issues/13067", "GPU_OOM"),
+    "serverless-ingress-awaits-predictor": (
+        "https://github.com/vllm-project/vllm/issues/10517",
+        "VLLM_KV_CAPACITY_EXCEEDED",
+    ),
 }
 # The probe codes added for issue #14 (item 6: a Serverless and a RawDeployment scenario each, from public reports):
 # the report each scenario is built on, and the code it is about: first in its ranking, or after the cause the catalog
@@ -516,6 +521,24 @@ def test_a_raw_predictor_never_ready_has_no_ingress_yet(bundles: dict[str, dict[
     assert "url" not in kube.status(evidence.isvc) and "address" not in kube.status(evidence.isvc)
     served = evidence_of(bundles["healthy-raw"])  # ready once: KServe created the Ingress and the URL
     assert served.of(kinds.INGRESS) and kube.condition_true(served.isvc, "IngressReady")
+
+
+def test_a_serverless_predictor_never_ready_has_no_top_level_virtual_service(
+    bundles: dict[str, dict[str, bytes]],
+) -> None:
+    """ingress_reconciler.go createIngress and PropagateStatus: Knative's routes for the revision exist, KServe's
+    VirtualService ``<isvc>`` and the URL do not before PredictorReady is true."""
+    evidence = evidence_of(bundles["serverless-ingress-awaits-predictor"])
+    names = {kube.name(service) for service in evidence.of(kinds.VIRTUAL_SERVICE)}
+    assert names == {"notes-summarizer-predictor-ingress", "notes-summarizer-predictor-mesh"}
+    ingress_ready = kube.condition(evidence.isvc, "IngressReady")
+    assert ingress_ready is not None
+    assert (ingress_ready["status"], ingress_ready["reason"]) == ("False", "Predictor ingress not created")
+    status = kube.status(evidence.isvc)
+    assert "url" not in status and "address" not in status and "url" not in status["components"]["predictor"]
+    served = evidence_of(bundles["healthy-serverless"])  # ready: KServe's VirtualService and URL are there
+    assert "chat-assist" in {kube.name(service) for service in served.of(kinds.VIRTUAL_SERVICE)}
+    assert kube.condition_true(served.isvc, "IngressReady") and kube.status(served.isvc)["url"]
 
 
 def test_an_owner_ingress_replaces_kserve_s(bundles: dict[str, dict[str, bytes]]) -> None:

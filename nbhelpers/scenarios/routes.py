@@ -1,4 +1,4 @@
-"""KServe's routes as its RawDeployment ingress reconciler leaves them.
+"""KServe's routes as its ingress reconcilers leave them.
 
 KServe creates a RawDeployment's Ingress (or HTTPRoute) only once the predictor is ready:
 ``createRawIngress`` in kserve/kserve
@@ -6,6 +6,14 @@ pkg/controller/v1beta1/inferenceservice/reconcilers/ingress/kube_ingress_reconci
 ``if !isvc.Status.IsConditionReady(v1beta1.PredictorReady)``, sets IngressReady=False with the reason
 "Predictor ingress not created" and returns no Ingress; the reconciler then returns before it writes
 ``status.url`` and ``status.address``. A predictor that was never ready therefore has no route and no URL.
+
+Serverless behaves alike: ``createIngress`` in
+pkg/controller/v1beta1/inferenceservice/reconcilers/ingress/ingress_reconciler.go returns no top-level
+VirtualService ``<isvc>`` while PredictorReady is not true and sets IngressReady=False with the same reason;
+``PropagateStatus`` (pkg/apis/serving/v1beta1/inference_service_status.go) copies the Knative Service's URL and
+address into the predictor's component status only once that Service is Ready, so the reconciler finds no host,
+writes no ``status.url`` and leaves IngressReady as it is. Knative's own VirtualServices for the revision
+(``<ksvc>-ingress``, ``<ksvc>-mesh``) exist all the same.
 
 With ``disableIngressCreation`` (kserve/kserve PR #3436) the reconciler skips the Ingress entirely and still writes
 the URL from its domain template and IngressReady=True; owners then route with an Ingress of their own, often on a
@@ -38,17 +46,21 @@ def nginx_route(spec: ScenarioSpec) -> tuple[str, str]:
 
 
 def adjust_objects(builder: ObjectBuilder, objects: list[KubeObject]) -> list[KubeObject]:
-    """KServe's routes as its reconciler leaves them: none yet for a predictor never ready, none at all (and the
-    owner's Ingress instead) with disableIngressCreation."""
+    """KServe's routes as its reconciler leaves them: no Ingress (RawDeployment) or top-level VirtualService
+    (Serverless with Istio) yet for a predictor never ready, none at all (and the owner's Ingress instead) with
+    disableIngressCreation."""
     plan = builder.plan
     if plan.spec.isvc.user_ingress is not None:
         return _user_managed(builder, objects)
-    if plan.serverless or not never_ready(plan) or not plan.routed:
+    if not never_ready(plan) or not plan.routed:
+        return objects
+    if plan.serverless and not plan.expects_virtual_service:
         return objects
     name = plan.spec.isvc.name
+    route_kind = "VirtualService" if plan.serverless else "Ingress"
     kept = []
     for obj in objects:
-        if obj["kind"] == "Ingress" and _owned_by(obj, name):
+        if obj["kind"] == route_kind and _owned_by(obj, name):
             continue
         if obj["kind"] == "InferenceService" and obj["status"]:
             _awaiting_predictor(obj["status"])
@@ -66,6 +78,10 @@ def _owned_by(obj: KubeObject, isvc: str) -> bool:
 def _awaiting_predictor(status: KubeObject) -> None:
     status.pop("url", None)
     status.pop("address", None)
+    predictor = (status.get("components") or {}).get("predictor") or {}
+    if "latestCreatedRevision" in predictor:  # Serverless: the Knative URL is copied only once the ksvc is Ready
+        predictor.pop("url", None)
+        predictor.pop("address", None)
     for condition in status.get("conditions") or []:
         if condition["type"] == "IngressReady":
             condition["status"] = "False"
