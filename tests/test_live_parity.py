@@ -158,6 +158,7 @@ RULE_SCENARIOS = {
     "raw-user-ingress-own-host": ("ROUTING_HOST_MISMATCH", "info"),
     "runtime-oom-after-hours-log-cut": ("GPU_OOM", "critical"),
     "serverless-ingress-awaits-predictor": ("ROUTING_LAYER_MISMATCH", "info"),
+    "runtime-illegal-memory-access-log-cut-serverless": ("CONTAINER_FAILING_UNKNOWN_CAUSE", "warning"),
 }
 
 

@@ -88,6 +88,7 @@ SHIPPED = (
     "raw-user-ingress-own-host",
     "runtime-oom-after-hours-log-cut",
     "serverless-ingress-awaits-predictor",
+    "runtime-illegal-memory-access-log-cut-serverless",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -137,6 +138,10 @@ RULE_SOURCES = {
     "serverless-ingress-awaits-predictor": (
         "https://github.com/vllm-project/vllm/issues/10517",
         "VLLM_KV_CAPACITY_EXCEEDED",
+    ),
+    "runtime-illegal-memory-access-log-cut-serverless": (
+        "https://github.com/vllm-project/vllm/issues/5687",
+        "CONTAINER_FAILING_UNKNOWN_CAUSE",
     ),
 }
 # The probe codes added for issue #14 (item 6: a Serverless and a RawDeployment scenario each, from public reports):
@@ -314,8 +319,9 @@ def test_spec_errors_name_the_field(old: str, new: str, message: str) -> None:
         (
             "healthy-readiness-blip",
             "  readiness_blips:\n",
-            "  restarts:\n    - {pod: 0, at: 2026-03-03T08:00:00Z, down_seconds: 200}\n  readiness_blips:\n",
-            "modelled for RawDeployment only",
+            # A Serverless restart too close to the capture: the engine could not load again before it.
+            "  restarts:\n    - {pod: 0, at: 2026-03-04T09:59:00Z, down_seconds: 10}\n  readiness_blips:\n",
+            "leave it time to load again before the capture",
         ),
         (
             "healthy-readiness-blip",
@@ -569,6 +575,26 @@ def test_a_previous_log_read_for_the_window_misses_a_long_run_s_start(bundles: d
     assert "Avg prompt throughput" in lines[0] and "Finished server process" in lines[-1]
     assert not any("vLLM API server version" in line or "non-default args" in line for line in lines)
     assert any("torch.OutOfMemoryError: CUDA out of memory" in line for line in lines)
+
+
+def test_a_serverless_engine_that_died_while_serving_restarts_kserve_container_only(
+    bundles: dict[str, dict[str, bytes]],
+) -> None:
+    """vllm-project/vllm#5687 under Serverless: kserve-container restarted after 7 h, queue-proxy ran on; the
+    previous log read for the window holds stats, then the illegal memory access, and no engine start."""
+    evidence = evidence_of(bundles["runtime-illegal-memory-access-log-cut-serverless"])
+    (pod,) = [pod for pod in evidence.of(kinds.POD) if kube.restart_count(pod)]
+    statuses = {status["name"]: status for status in pod["status"]["containerStatuses"]}
+    assert statuses["queue-proxy"]["restartCount"] == 0 and statuses["kserve-container"]["ready"]
+    last = statuses["kserve-container"]["lastState"]["terminated"]
+    started, finished = parse_k8s_time(last["startedAt"]), parse_k8s_time(last["finishedAt"])
+    assert started is not None and finished is not None
+    assert (last["reason"], last["exitCode"]) == ("Error", 1) and (finished - started).total_seconds() > 7 * 3600
+    (previous,) = [log for log in evidence.logs if log.previous]
+    lines = previous.text.splitlines()
+    assert "Avg prompt throughput" in lines[0] and "Finished server process" in lines[-1]
+    assert not any("vLLM API server version" in line or "non-default args" in line for line in lines)
+    assert any("CUDA error: an illegal memory access was encountered" in line for line in lines)
 
 
 def test_probe_scenarios_name_their_report_and_cover_both_modes() -> None:

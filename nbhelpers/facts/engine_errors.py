@@ -75,13 +75,21 @@ CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
 # error for ...", "RuntimeError: ...", argparse's "vllm: error: ...", vLLM's "ERROR ... [core.py:700] ValueError: ...".
 _EXCEPTION = re.compile(r"\b(?:[A-Za-z_][\w.]*(?:Error|Exception)|error): \S")
 # vLLM's API server's own failure after the engine core's: it only points at the root cause above it.
-_WRAPPER = re.compile(r"Engine core initialization failed|See root cause above|EngineCore failed to start")
+_WRAPPER = re.compile(
+    r"Engine core initialization failed|See root cause above|EngineCore failed to start"
+    r"|See stack trace \(above\) for the root cause"
+)
 _NOISE = re.compile(r"^\s*(?:Traceback|File \"|\^+$)")
 # Lines the dedicated memory codes own (GPU_OOM, VLLM_KV_CAPACITY_EXCEEDED): never classified here.
 OWNED_ELSEWHERE = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|KV cache is needed|stored in KV cache"
     r"|No available memory for the cache blocks|less than desired GPU memory utilization"
 )
+
+
+# An engine that died after it had served: V1's engine core logs its fatal error and the API server raises
+# EngineDeadError (vllm/v1/engine/exceptions.py, as in vllm-project/vllm#19483); V0 says its engine loop died.
+ENGINE_DIED = re.compile(r"EngineCore encountered a fatal error|EngineDeadError|Engine loop has died")
 
 
 @dataclass(frozen=True)
@@ -227,3 +235,26 @@ def hub_refusal(line: str) -> str:
     if _UNAUTHORIZED.search(line):
         return "unauthorized"
     return ""
+
+
+def died_while_serving(
+    pods: Sequence[Mapping[str, Any]], container: str, logs: Iterable[ContainerLog]
+) -> EngineError | None:
+    """The last error of an engine that died while serving and came back: the serving container is ready again,
+    its previous run ended by itself with an error, and that run's log says the engine died (vllm-project/vllm#5687:
+    an illegal memory access after hours of serving). None when a memory code (``GPU_OOM``) owns the failure."""
+    previous = {log.pod: log for log in logs if log.previous}
+    for pod in pods:
+        name = str((pod.get("metadata") or {}).get("name"))
+        statuses = [s for s in (pod.get("status") or {}).get("containerStatuses") or [] if s.get("name") == container]
+        log = previous.get(name)
+        if not statuses or not statuses[0].get("ready") or log is None:
+            continue
+        last = ((statuses[0].get("lastState") or {}).get("terminated")) or {}
+        code = int(last.get("exitCode") or 0)
+        if code == 0 or code in _KILLED or not ENGINE_DIED.search(log.text) or OWNED_ELSEWHERE.search(log.text):
+            continue
+        hit = last_error(log.text)
+        if hit is not None:
+            return EngineError(hit[0], hit[2], name, container, "previous log", hit[1])
+    return None

@@ -15,7 +15,7 @@ import random
 from datetime import datetime, timedelta
 
 from nbhelpers.scenarios.refusals import refusal_lines
-from nbhelpers.scenarios.runtime_errors import RUNTIME_ERRORS, runtime_cuda_oom_lines
+from nbhelpers.scenarios.runtime_errors import RUNTIME_ERRORS, runtime_error_lines
 from nbhelpers.scenarios.spec import Model, flag_value
 from nbhelpers.scenarios.state import (
     BATCHED_TOKENS_ERROR,
@@ -234,7 +234,7 @@ def vllm_log(plan: Plan, pod: PodPlan, run: Run, states: tuple[TickState, ...]) 
         # An engine that served for hours and then died: its stats, then its last words (runtime_errors.py).
         served_from = run.started + timedelta(seconds=pod.load_seconds)
         lines.extend(_stats_lines(served_from, states, end, plan.kv.max_num_seqs, rng))
-        lines.extend(runtime_cuda_oom_lines(plan, run.ended, rng))
+        lines.extend(runtime_error_lines(plan, run.engine_error, run.ended, rng))
     elif run.killed_at is not None and run.ended is not None and pod.serving(run.killed_at - timedelta(seconds=1)):
         # A serving engine the kubelet killed (liveness_timeouts_under_load): it logged its stats until the kill.
         served_from = run.started + timedelta(seconds=pod.load_seconds)

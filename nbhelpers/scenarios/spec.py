@@ -180,16 +180,18 @@ SAFETENSORS_SHARD_GIB = 4.66
 # status: restartCount, lastState, startedAt, the Ready condition's lastTransitionTime), and has no faults.
 # - restarts (pod, at, down_seconds, reason, exit_code): the serving container of pod ``pod`` stopped at ``at`` after
 #   it had served (a node reboot: the runtime reports reason Unknown, exit code 255), and the kubelet started it again
-#   ``down_seconds`` later; it loads the model again and turns Ready. RawDeployment only (the generator models the
-#   serving container's runs, not a sidecar's).
+#   ``down_seconds`` later; it loads the model again and turns Ready. Only the serving container restarts: under
+#   Serverless, queue-proxy runs on and fails its readiness probe until the engine answers again.
 # - readiness_blips (pod, at, seconds): from ``at`` on, pod ``pod``'s readiness probe fails (the engine answers the
 #   health check too slowly under load) for ``seconds``; at the probe's failureThreshold the pod turns not Ready, and
 #   Ready again at the next success. Its containers keep running.
 #   With ``engine_error: runtime_cuda_oom`` the engine itself died while serving: PyTorch's CUDA out-of-memory error
 #   in a forward pass (vllm-project/vllm#13067), reason Error, exit code 1; its log ends with the traceback. Such a
-#   restart is an incident, not a healthy past: the spec may then name expected root causes.
+#   restart is an incident, not a healthy past: the spec may then name expected root causes. With
+#   ``engine_error: runtime_illegal_memory_access`` it died of "CUDA error: an illegal memory access was encountered"
+#   in a forward pass after hours of serving (vllm-project/vllm#5687; the V1 log as in vllm-project/vllm#19483).
 RESTART_REASONS = ("Unknown", "Error", "Completed")
-RESTART_ENGINE_ERRORS = ("runtime_cuda_oom",)
+RESTART_ENGINE_ERRORS = ("runtime_cuda_oom", "runtime_illegal_memory_access")
 
 
 def flag_value(args: tuple[str, ...], flag: str) -> str | None:
@@ -321,7 +323,7 @@ class Restart:
     down_seconds: float
     reason: str
     exit_code: int
-    engine_error: str = ""  # "runtime_cuda_oom": the engine died of a CUDA OOM while serving, its log says so
+    engine_error: str = ""  # one of RESTART_ENGINE_ERRORS: the engine died while serving, its log says how
 
 
 @dataclass(frozen=True)
@@ -797,8 +799,6 @@ def _check_history(spec: ScenarioSpec, history: History, top: _Fields) -> None:
         raise top.fail("history", "describes a healthy service's past: a spec with history has no faults")
     served = timeline.deployed_at + timedelta(seconds=isvc.image_pull_seconds + isvc.model.load_seconds * 1.1 + 15)
     for restart in history.restarts:
-        if isvc.deployment_mode != "RawDeployment":
-            raise top.fail("history.restarts", "are modelled for RawDeployment only (no sidecar restarts)")
         if not 0 <= restart.pod < isvc.min_replicas:
             raise top.fail("history.restarts", f"pod {restart.pod} does not exist (min_replicas {isvc.min_replicas})")
         back = restart.at + timedelta(seconds=restart.down_seconds + isvc.model.load_seconds * 1.1 + 15)

@@ -43,6 +43,10 @@ CUDA_OOM_ERROR = "cuda_oom"
 # An engine that had served and then died of PyTorch's CUDA out-of-memory error in a forward pass (a history restart
 # with that engine_error; its log: runtime_errors.py).
 RUNTIME_CUDA_OOM_ERROR = "runtime_cuda_oom"
+# One that died of a CUDA illegal memory access in a forward pass (a kernel bug, not a shortage of memory).
+RUNTIME_ILLEGAL_ACCESS_ERROR = "runtime_illegal_memory_access"
+# The engine errors that end a run which had served (its stats, then its last words: runtime_errors.py).
+RUNTIME_ENGINE_ERRORS = (RUNTIME_CUDA_OOM_ERROR, RUNTIME_ILLEGAL_ACCESS_ERROR)
 KV_CAPACITY_ERROR = "kv_capacity"
 # vLLM's config validation: --max-num-batched-tokens below --max-model-len without chunked prefill; it fails within
 # seconds of the start, before any weight loads.
@@ -217,7 +221,7 @@ class PodPlan:
         if self.listening is not None and moment >= self.listening:
             return True
         run = self.run_at(moment)
-        if run is not None and run.engine_error == RUNTIME_CUDA_OOM_ERROR and run.ended is not None:
+        if run is not None and run.engine_error in RUNTIME_ENGINE_ERRORS and run.ended is not None:
             return run.started + timedelta(seconds=self.load_seconds) <= moment < run.ended
         if run is None or run.killed_at is None or run.ended is None:
             return False

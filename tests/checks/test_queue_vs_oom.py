@@ -844,6 +844,63 @@ def test_a_container_failing_for_no_known_reason_quotes_its_own_last_error() -> 
     assert "RuntimeError: Failed to infer device type" in finding.summary
 
 
+def _restarted(objects: list[dict[str, Any]], exit_code: int) -> list[dict[str, Any]]:
+    """The RAW pod's serving container ready again after one run that ended with ``exit_code``."""
+    for obj in objects:
+        if obj["kind"] == "Pod" and obj["metadata"]["name"] == RAW_POD:
+            status = obj["status"]["containerStatuses"][0]
+            status["restartCount"] = 1
+            status["state"] = {"running": {"startedAt": "2026-01-15T11:35:30Z"}}
+            status["lastState"] = {
+                "terminated": {
+                    "reason": "Error",
+                    "exitCode": exit_code,
+                    "startedAt": "2026-01-15T02:00:10Z",
+                    "finishedAt": "2026-01-15T11:35:20Z",
+                }
+            }
+    return objects
+
+
+# vllm-project/vllm#5687 on a V1 engine (the traceback as in vllm-project/vllm#19483): it served for hours, then a
+# kernel's illegal memory access killed the engine core. The log read for the window starts with stats lines.
+_DIED_WHILE_SERVING = _log(
+    (
+        "11:00:05",
+        "INFO 01-15 11:00:05 [loggers.py:123] Engine 000: Avg prompt throughput: 1800.0 tokens/s, Avg generation "
+        "throughput: 90.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 21.0%",
+    ),
+    ("11:35:19", "ERROR 01-15 11:35:19 [core.py:710] EngineCore encountered a fatal error."),
+    (
+        "11:35:19",
+        "ERROR 01-15 11:35:19 [core.py:710] RuntimeError: CUDA error: an illegal memory access was encountered",
+    ),
+    (
+        "11:35:19",
+        "ERROR 01-15 11:35:19 [async_llm.py:416] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered "
+        "an issue. See stack trace (above) for the root cause.",
+    ),
+    ("11:35:20", "INFO:     Finished server process [1]"),
+)
+
+
+def test_an_engine_that_died_while_serving_quotes_its_error_and_says_the_log_was_cut() -> None:
+    objects = _restarted(load_case(*RAW, "checks/healthy/queue_engine_started.yaml"), exit_code=1)
+    findings = _run(objects, None, {(RAW_POD, "kserve-container.previous"): _DIED_WHILE_SERVING})
+    assert codes(serious(findings)) == {"CONTAINER_FAILING_UNKNOWN_CAUSE"}
+    finding = only(findings, "CONTAINER_FAILING_UNKNOWN_CAUSE")
+    assert finding.level is Severity.WARNING  # the container is ready again
+    assert "died while serving" in finding.summary and "cut after the engine's start" in finding.summary
+    assert "CUDA error: an illegal memory access was encountered" in finding.summary
+    assert "EngineDeadError" not in finding.summary  # the wrapper only points above it
+
+
+def test_an_engine_killed_from_outside_after_serving_is_not_said_to_have_died() -> None:
+    # The same log with a SIGKILL exit (a drain, a liveness kill): the probes and resources steps name those.
+    objects = _restarted(load_case(*RAW, "checks/healthy/queue_engine_started.yaml"), exit_code=137)
+    assert serious(_run(objects, None, {(RAW_POD, "kserve-container.previous"): _DIED_WHILE_SERVING})) == []
+
+
 def test_a_started_engine_with_an_old_request_error_stays_quiet() -> None:
     objects = load_case(*RAW, "checks/healthy/queue_engine_started.yaml")
     log = _log(

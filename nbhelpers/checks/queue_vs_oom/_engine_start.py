@@ -1,5 +1,6 @@
 """``ENGINE_START_FAILED`` (the engine said why it would not start) and ``CONTAINER_FAILING_UNKNOWN_CAUSE`` (the
-serving container keeps failing and no pattern names why: its own last error is quoted instead of an effect code).
+serving container keeps failing and no pattern names why: its own last error is quoted instead of an effect code;
+also, as a warning, an engine that died while serving and is ready again after its restart).
 """
 
 from __future__ import annotations
@@ -7,9 +8,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nbhelpers.checks.queue_vs_oom._facts import BATCHED_FLAG, LEN_FLAG, TP_FLAG, EngineFacts
+from nbhelpers.checks.queue_vs_oom._facts import (
+    BATCHED_FLAG,
+    LEN_FLAG,
+    SERVING_CUT_PHASE,
+    TP_FLAG,
+    EngineFacts,
+    scan,
+)
 from nbhelpers.facts import common, engine_errors
 from nbhelpers.facts.engine_errors import EngineError
+from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.sources import kinds, kube
 
@@ -26,7 +35,10 @@ _TITLES = {
 
 def engine_start(facts: EngineFacts) -> Finding | None:
     failing, error = engine_errors.find(facts.pods, facts.container, facts.logs)
-    if not failing or error is None:
+    if not failing:
+        died = engine_errors.died_while_serving(facts.pods, facts.container, facts.logs)
+        return _died(facts, died) if died is not None else None
+    if error is None:
         return None  # nothing to quote: ENDPOINTS_NONE_READY and the pod state speak for themselves
     if not engine_errors.confirmed_while_running(error, facts.server, facts.workload.serving):
         return None
@@ -89,6 +101,38 @@ def _unknown(
                 "from the first error on and fix what it names; the lines above show how it ends."
             )
         ),
+    )
+
+
+def _died(facts: EngineFacts, error: EngineError) -> Finding:
+    """An engine that died while serving, restarted and is ready again: a warning (the pod serves now), quoting its
+    last error. A previous log that does not reach back to the engine's start says how the run ended, nothing about
+    how it started, and the finding says the log was cut."""
+    pod = next(p for p in facts.pods if kube.name(p) == error.pod)
+    previous = [log for log in facts.logs if log.previous and log.pod == error.pod]
+    hits = scan(previous, engine_errors.ENGINE_DIED)
+    cut = bool(hits) and hits[0].phase == SERVING_CUT_PHASE
+    where = "its previous log, which was cut after the engine's start," if cut else "its previous log"
+    return Finding(
+        code="CONTAINER_FAILING_UNKNOWN_CAUSE",
+        title=f"the engine in {facts.container!r} died while serving",
+        summary=(
+            f"The engine in {facts.container!r} of {error.pod} died while serving and the container exited with an "
+            f"error; it restarted and is ready again. No known cause matched; {where} ends with "
+            f"{common.shorten(error.line, 300)!r}."
+            + (" That log says how the run ended, nothing about how the engine started." if cut else "")
+        ),
+        objects=tuple(dict.fromkeys([kube.ref(facts.evidence.isvc), kube.ref(pod)])),
+        evidence=(error.describe(), *(hit.describe() for hit in hits), *facts.restarts()),
+        fix=Fix(
+            what=(
+                f"Read the previous log of {facts.container!r} (kubectl logs {error.pod} -c {facts.container} "
+                "--previous) from the engine's first error on: a CUDA error raised in a kernel (an illegal memory "
+                "access) is a vLLM or driver bug to upgrade past or report upstream with that traceback. Keep a "
+                "second replica so the others serve while one restarts."
+            )
+        ),
+        severity=Severity.WARNING,
     )
 
 
