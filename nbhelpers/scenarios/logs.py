@@ -14,7 +14,7 @@ import json
 import random
 from datetime import datetime, timedelta
 
-from nbhelpers.scenarios.refusals import refusal_lines
+from nbhelpers.scenarios.refusals import refusal_lines, startup_lines, vllm_line
 from nbhelpers.scenarios.runtime_errors import RUNTIME_ERRORS, runtime_error_lines
 from nbhelpers.scenarios.spec import Model, flag_value
 from nbhelpers.scenarios.state import (
@@ -53,10 +53,6 @@ _OTHER_REFUSALS = frozenset(error for error, _ in START_REFUSALS.values()) - {BA
 def kubelet_stamp(moment: datetime) -> str:
     """RFC 3339 with nanoseconds, as the kubelet prefixes log lines."""
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond:06d}" + "000Z"
-
-
-def _vllm(moment: datetime, source: str, message: str, level: str = "INFO") -> tuple[datetime, str]:
-    return moment, f"{level} {moment.strftime('%m-%d %H:%M:%S')} [{source}] {message}"
 
 
 def _non_default_args(plan: Plan) -> str:
@@ -136,19 +132,15 @@ def vllm_log(plan: Plan, pod: PodPlan, run: Run, states: tuple[TickState, ...]) 
         refused = refusal_lines(plan, run, until, _non_default_args(plan))
         return "".join(f"{kubelet_stamp(moment)} {text}\n" for moment, text in refused if moment <= until)
     lines = [
-        _vllm(start + timedelta(seconds=2.1), "__init__.py:241", "Automatically detected platform cuda."),
-        _vllm(
-            start + timedelta(seconds=5.3), "api_server.py:1805", f"vLLM API server version {spec.isvc.vllm_version}"
-        ),
-        _vllm(start + timedelta(seconds=5.3), "utils.py:326", f"non-default args: {_non_default_args(plan)}"),
-        _vllm(start + timedelta(seconds=12.4), "config.py:1604", f"Using max model len {kv.max_model_len}"),
-        _vllm(
+        *startup_lines(plan, start, _non_default_args(plan)),
+        vllm_line(start + timedelta(seconds=12.4), "config.py:1604", f"Using max model len {kv.max_model_len}"),
+        vllm_line(
             start + timedelta(seconds=12.6),
             "config.py:2434",
             f"Chunked prefill is enabled with max_num_batched_tokens={batched}.",
         ),
-        _vllm(start + timedelta(seconds=15.2), "core.py:636", "Waiting for init message from front-end."),
-        _vllm(
+        vllm_line(start + timedelta(seconds=15.2), "core.py:636", "Waiting for init message from front-end."),
+        vllm_line(
             start + timedelta(seconds=15.3),
             "core.py:74",
             f"Initializing a V1 LLM engine (v{spec.isvc.vllm_version}) with config: model='{model.id}', "
@@ -156,15 +148,15 @@ def vllm_log(plan: Plan, pod: PodPlan, run: Run, states: tuple[TickState, ...]) 
             f"tensor_parallel_size={flag_value(plan.args, '--tensor-parallel-size') or 1}, "
             f"served_model_name={model.served_name}, enable_prefix_caching=True, chunked_prefill_enabled=True",
         ),
-        _vllm(
+        vllm_line(
             start + timedelta(seconds=17.0),
             "parallel_state.py:1134",
             "rank 0 in world size 1 is assigned as DP rank 0, PP rank 0, TP rank 0, EP rank 0",
         ),
-        _vllm(start + timedelta(seconds=17.9), "gpu_model_runner.py:1953", f"Starting to load model {model.id}..."),
-        _vllm(start + timedelta(seconds=18.0), "gpu_model_runner.py:1985", "Loading model from scratch..."),
-        _vllm(start + timedelta(seconds=18.1), "cuda.py:328", "Using Flash Attention backend on V1 engine."),
-        _vllm(
+        vllm_line(start + timedelta(seconds=17.9), "gpu_model_runner.py:1953", f"Starting to load model {model.id}..."),
+        vllm_line(start + timedelta(seconds=18.0), "gpu_model_runner.py:1985", "Loading model from scratch..."),
+        vllm_line(start + timedelta(seconds=18.1), "cuda.py:328", "Using Flash Attention backend on V1 engine."),
+        vllm_line(
             start + timedelta(seconds=weights_start),
             "weight_utils.py:296",
             f"Using model weights format ['*.{'safetensors' if model.weights_format == 'safetensors' else 'bin'}']",
@@ -172,52 +164,54 @@ def vllm_log(plan: Plan, pod: PodPlan, run: Run, states: tuple[TickState, ...]) 
         *shard_progress(
             model, start + timedelta(seconds=weights_start + 0.05), start + timedelta(seconds=weights_end - 0.05)
         ),
-        _vllm(
+        vllm_line(
             weights_done - timedelta(seconds=0.6),
             "default_loader.py:262",
             f"Loading weights took {weights_seconds:.2f} seconds",
         ),
-        _vllm(
+        vllm_line(
             weights_done,
             "gpu_model_runner.py:2007",
             f"Model loading took {model.weights_gib:.4f} GiB and {weights_seconds + 0.7:.6f} seconds",
         ),
-        _vllm(
+        vllm_line(
             compiled,
             "monitor.py:34",
             f"torch.compile takes {(compiled - weights_done).total_seconds():.2f} s in total",
         ),
-        _vllm(profiled, "gpu_worker.py:276", f"Available KV cache memory: {kv.available_gib:.2f} GiB"),
+        vllm_line(profiled, "gpu_worker.py:276", f"Available KV cache memory: {kv.available_gib:.2f} GiB"),
     ]
     if run.engine_error == KV_CAPACITY_ERROR and run.ended is not None:
         # vLLM checks that one request of --max-model-len tokens fits before it sizes the cache: nothing follows.
         lines.extend(_kv_capacity_lines(plan, run.ended))
         return "".join(f"{kubelet_stamp(moment)} {text}\n" for moment, text in lines if moment < run.ended)
     lines += [
-        _vllm(profiled, "kv_cache_utils.py:849", f"GPU KV cache size: {kv.tokens:,} tokens"),
-        _vllm(
+        vllm_line(profiled, "kv_cache_utils.py:849", f"GPU KV cache size: {kv.tokens:,} tokens"),
+        vllm_line(
             profiled,
             "kv_cache_utils.py:853",
             f"Maximum concurrency for {kv.max_model_len:,} tokens per request: {kv.max_concurrency:.2f}x",
         ),
-        _vllm(
+        vllm_line(
             graphs, "gpu_model_runner.py:2708", f"Graph capturing finished in {rng.randint(8, 14)} secs, took 0.52 GiB"
         ),
-        _vllm(
+        vllm_line(
             graphs + timedelta(seconds=0.1),
             "core.py:214",
             f"init engine (profile, create kv cache, warmup model) took {(graphs - weights_done).total_seconds():.2f} seconds",
         ),
-        _vllm(
+        vllm_line(
             listening - timedelta(seconds=0.8),
             "loggers.py:142",
             f"Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: {kv.num_blocks}",
         ),
-        _vllm(listening - timedelta(seconds=0.4), "api_server.py:1611", "Supported_tasks: ['generate']"),
-        _vllm(listening, "api_server.py:1880", f"Starting vLLM API server 0 on http://{host}:{plan.listen_port}"),
-        _vllm(listening, "launcher.py:36", "Available routes are:"),
+        vllm_line(listening - timedelta(seconds=0.4), "api_server.py:1611", "Supported_tasks: ['generate']"),
+        vllm_line(listening, "api_server.py:1880", f"Starting vLLM API server 0 on http://{host}:{plan.listen_port}"),
+        vllm_line(listening, "launcher.py:36", "Available routes are:"),
     ]
-    lines.extend(_vllm(listening, "launcher.py:44", f"Route: {route}, Methods: {_methods(route)}") for route in ROUTES)
+    lines.extend(
+        vllm_line(listening, "launcher.py:44", f"Route: {route}, Methods: {_methods(route)}") for route in ROUTES
+    )
     started = listening + timedelta(seconds=0.2)
     lines.extend(
         (started, f"INFO:     {text}")
@@ -319,15 +313,10 @@ def _batched_tokens_lines(plan: Plan, start: datetime, ended: datetime) -> list[
     validation in the API server process, before the engine core starts (wording quoted in
     https://github.com/verl-project/verl/pull/7626: "max_num_batched_tokens (8192) is smaller than max_model_len
     (131072)")."""
-    spec = plan.spec
     batched = flag_value(plan.args, "--max-num-batched-tokens") or "2048"
     failed = ended - timedelta(seconds=0.4)
     return [
-        _vllm(start + timedelta(seconds=2.1), "__init__.py:241", "Automatically detected platform cuda."),
-        _vllm(
-            start + timedelta(seconds=5.3), "api_server.py:1805", f"vLLM API server version {spec.isvc.vllm_version}"
-        ),
-        _vllm(start + timedelta(seconds=5.3), "utils.py:326", f"non-default args: {_non_default_args(plan)}"),
+        *startup_lines(plan, start, _non_default_args(plan)),
         (failed, "Traceback (most recent call last):"),
         (failed, '  File "/usr/local/bin/vllm", line 10, in <module>'),
         (failed, "    sys.exit(main())"),
@@ -349,12 +338,14 @@ def _engine_core_failure(
 ) -> list[tuple[datetime, str]]:
     """How a V1 engine that fails during start-up ends its log: the engine core's logged traceback (``frames``
     then ``error``), the engine process's own exit traceback, then the API server's RuntimeError."""
-    lines = [_vllm(at, "core.py:718", "EngineCore failed to start.", "ERROR")]
-    lines.append(_vllm(at, "core.py:718", "Traceback (most recent call last):", "ERROR"))
+    lines = [vllm_line(at, "core.py:718", "EngineCore failed to start.", "ERROR")]
+    lines.append(vllm_line(at, "core.py:718", "Traceback (most recent call last):", "ERROR"))
     for path, line, function, code in frames:
-        lines.append(_vllm(at, "core.py:718", f'  File "{VLLM_PACKAGE}/{path}", line {line}, in {function}', "ERROR"))
-        lines.append(_vllm(at, "core.py:718", f"    {code}", "ERROR"))
-    lines.append(_vllm(at, "core.py:718", error, "ERROR"))
+        lines.append(
+            vllm_line(at, "core.py:718", f'  File "{VLLM_PACKAGE}/{path}", line {line}, in {function}', "ERROR")
+        )
+        lines.append(vllm_line(at, "core.py:718", f"    {code}", "ERROR"))
+    lines.append(vllm_line(at, "core.py:718", error, "ERROR"))
     exit_at = ended - timedelta(seconds=0.6)
     lines += [(exit_at, "Process EngineCore_0:"), (exit_at, "Traceback (most recent call last):"), (exit_at, error)]
     failed = ended - timedelta(seconds=0.2)
@@ -393,7 +384,7 @@ def _stats_lines(
             running = min(ceiling, max(0, state.running + rng.choice((-1, 0, 0, 1)))) if state.running else 0
             kv_usage = min(1.0, state.kv_usage * running / state.running) if state.running else 0.0
             lines.append(
-                _vllm(
+                vllm_line(
                     moment,
                     "loggers.py:123",
                     f"Engine 000: Avg prompt throughput: {state.prompt_tokens * drift / 15:.1f} tokens/s, "

@@ -49,8 +49,22 @@ VLLM_PACKAGE = f"{PYTHON_PACKAGES}/vllm"
 Line = tuple[datetime, str]
 
 
-def _vllm(moment: datetime, source: str, message: str, level: str = "INFO") -> Line:
+def vllm_line(moment: datetime, source: str, message: str, level: str = "INFO") -> Line:
+    """One line of vLLM's own logger (V1 format): level, time, [file:line], message."""
     return moment, f"{level} {moment.strftime('%m-%d %H:%M:%S')} [{source}] {message}"
+
+
+def startup_lines(plan: Plan, start: datetime, non_default_args: str) -> list[Line]:
+    """The first lines every vLLM start logs: the platform, the version and the non-default arguments."""
+    return [
+        vllm_line(start + timedelta(seconds=2.1), "__init__.py:241", "Automatically detected platform cuda."),
+        vllm_line(
+            start + timedelta(seconds=5.3),
+            "api_server.py:1805",
+            f"vLLM API server version {plan.spec.isvc.vllm_version}",
+        ),
+        vllm_line(start + timedelta(seconds=5.3), "utils.py:326", f"non-default args: {non_default_args}"),
+    ]
 
 
 def _v0(moment: datetime, source: str, message: str, level: str = "INFO") -> Line:
@@ -97,14 +111,10 @@ def _vllm_port_lines(plan: Plan, start: datetime, ended: datetime, non_default_a
         ("envs.py", 188, "get_vllm_port", "raise ValueError("),
     )
     lines = [
-        _vllm(start + timedelta(seconds=2.1), "__init__.py:241", "Automatically detected platform cuda."),
-        _vllm(
-            start + timedelta(seconds=5.3), "api_server.py:1805", f"vLLM API server version {spec.isvc.vllm_version}"
-        ),
-        _vllm(start + timedelta(seconds=5.3), "utils.py:326", f"non-default args: {non_default_args}"),
-        _vllm(start + timedelta(seconds=12.4), "config.py:1604", f"Using max model len {plan.kv.max_model_len}"),
-        _vllm(start + timedelta(seconds=15.2), "core.py:636", "Waiting for init message from front-end."),
-        _vllm(
+        *startup_lines(plan, start, non_default_args),
+        vllm_line(start + timedelta(seconds=12.4), "config.py:1604", f"Using max model len {plan.kv.max_model_len}"),
+        vllm_line(start + timedelta(seconds=15.2), "core.py:636", "Waiting for init message from front-end."),
+        vllm_line(
             start + timedelta(seconds=15.3),
             "core.py:74",
             f"Initializing a V1 LLM engine (v{spec.isvc.vllm_version}) with config: model='{model.id}', "
@@ -112,13 +122,15 @@ def _vllm_port_lines(plan: Plan, start: datetime, ended: datetime, non_default_a
             f"tensor_parallel_size={flag_value(plan.args, '--tensor-parallel-size') or 1}, "
             f"served_model_name={model.served_name}",
         ),
-        _vllm(at, "core.py:718", "EngineCore failed to start.", "ERROR"),
-        _vllm(at, "core.py:718", "Traceback (most recent call last):", "ERROR"),
+        vllm_line(at, "core.py:718", "EngineCore failed to start.", "ERROR"),
+        vllm_line(at, "core.py:718", "Traceback (most recent call last):", "ERROR"),
     ]
     for path, number, function, code in frames:
-        lines.append(_vllm(at, "core.py:718", f'  File "{VLLM_PACKAGE}/{path}", line {number}, in {function}', "ERROR"))
-        lines.append(_vllm(at, "core.py:718", f"    {code}", "ERROR"))
-    lines.append(_vllm(at, "core.py:718", error, "ERROR"))
+        lines.append(
+            vllm_line(at, "core.py:718", f'  File "{VLLM_PACKAGE}/{path}", line {number}, in {function}', "ERROR")
+        )
+        lines.append(vllm_line(at, "core.py:718", f"    {code}", "ERROR"))
+    lines.append(vllm_line(at, "core.py:718", error, "ERROR"))
     exit_at, failed = ended - timedelta(seconds=0.6), ended - timedelta(seconds=0.2)
     lines += [
         (exit_at, "Process EngineCore_0:"),
@@ -221,11 +233,11 @@ def _cache_permission_lines(plan: Plan, start: datetime, ended: datetime, non_de
         ("<frozen os>", 225, "makedirs", None),
     )
     lines = [
-        _vllm(start + timedelta(seconds=2.0), "__init__.py:244", "Automatically detected platform cuda."),
-        _vllm(
+        vllm_line(start + timedelta(seconds=2.0), "__init__.py:244", "Automatically detected platform cuda."),
+        vllm_line(
             start + timedelta(seconds=4.9), "api_server.py:1287", f"vLLM API server version {spec.isvc.vllm_version}"
         ),
-        _vllm(start + timedelta(seconds=4.9), "cli_args.py:309", f"non-default args: {non_default_args}"),
+        vllm_line(start + timedelta(seconds=4.9), "cli_args.py:309", f"non-default args: {non_default_args}"),
         (failed, "Traceback (most recent call last):"),
     ]
     for path, number, function, code in frames:
@@ -264,17 +276,13 @@ def _tensor_parallel_lines(
     core = "(EngineCore_0 pid=213)"
     waiting = start + timedelta(seconds=TENSOR_PARALLEL_WAIT_STARTS_SECONDS)
     lines = [
-        _vllm(start + timedelta(seconds=2.1), "__init__.py:241", "Automatically detected platform cuda."),
-        _vllm(
-            start + timedelta(seconds=5.3), "api_server.py:1805", f"vLLM API server version {spec.isvc.vllm_version}"
-        ),
-        _vllm(start + timedelta(seconds=5.3), "utils.py:326", f"non-default args: {non_default_args}"),
-        _vllm(start + timedelta(seconds=12.4), "config.py:1604", f"Using max model len {plan.kv.max_model_len}"),
-        _vllm(start + timedelta(seconds=15.2), "core.py:636", "Waiting for init message from front-end."),
+        *startup_lines(plan, start, non_default_args),
+        vllm_line(start + timedelta(seconds=12.4), "config.py:1604", f"Using max model len {plan.kv.max_model_len}"),
+        vllm_line(start + timedelta(seconds=15.2), "core.py:636", "Waiting for init message from front-end."),
         (
             start + timedelta(seconds=15.3),
             f"{core} "
-            + _vllm(
+            + vllm_line(
                 start + timedelta(seconds=15.3),
                 "core.py:74",
                 f"Initializing a V1 LLM engine (v{spec.isvc.vllm_version}) with config: model='{model.id}', "
@@ -285,7 +293,7 @@ def _tensor_parallel_lines(
         (
             start + timedelta(seconds=15.9),
             f"{core} "
-            + _vllm(
+            + vllm_line(
                 start + timedelta(seconds=15.9),
                 "ray_utils.py:352",
                 f"Tensor parallel size ({size}) exceeds available GPUs ({gpus}). This may result in Ray placement "
@@ -308,7 +316,7 @@ def _tensor_parallel_lines(
             (
                 moment,
                 f"{core} "
-                + _vllm(
+                + vllm_line(
                     moment,
                     "ray_utils.py:427",
                     f"Waiting for creating a placement group of specs for {int(waited)} seconds. specs=[{specs}]. "
@@ -327,8 +335,8 @@ def _tensor_parallel_lines(
         )
         at, failed = until - timedelta(seconds=1.2), until - timedelta(seconds=0.2)
         lines += [
-            (at, f"{core} " + _vllm(at, "core.py:718", "EngineCore failed to start.", "ERROR")[1]),
-            (at, f"{core} " + _vllm(at, "core.py:718", error, "ERROR")[1]),
+            (at, f"{core} " + vllm_line(at, "core.py:718", "EngineCore failed to start.", "ERROR")[1]),
+            (at, f"{core} " + vllm_line(at, "core.py:718", error, "ERROR")[1]),
             (failed, "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"),
         ]
     return [line for line in lines if line[0] <= until]
@@ -348,11 +356,7 @@ def _hub_forbidden_lines(plan: Plan, start: datetime, ended: datetime, non_defau
         f"https://huggingface.co/{model.id} to ask for access.",
     ]
     lines = [
-        _vllm(start + timedelta(seconds=2.1), "__init__.py:241", "Automatically detected platform cuda."),
-        _vllm(
-            start + timedelta(seconds=5.3), "api_server.py:1805", f"vLLM API server version {spec.isvc.vllm_version}"
-        ),
-        _vllm(start + timedelta(seconds=5.3), "utils.py:326", f"non-default args: {non_default_args}"),
+        *startup_lines(plan, start, non_default_args),
         (failed, "Traceback (most recent call last):"),
         (failed, f'  File "{hub}/utils/_http.py", line 409, in hf_raise_for_status'),
         (failed, "    response.raise_for_status()"),

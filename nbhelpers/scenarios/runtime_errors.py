@@ -17,14 +17,10 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta
 
+from nbhelpers.scenarios.refusals import VLLM_PACKAGE, vllm_line
 from nbhelpers.scenarios.state import RUNTIME_CUDA_OOM_ERROR, RUNTIME_ENGINE_ERRORS, Plan
 
 RUNTIME_ERRORS = RUNTIME_ENGINE_ERRORS
-VLLM_PACKAGE = "/usr/local/lib/python3.12/dist-packages/vllm"
-
-
-def _line(moment: datetime, source: str, message: str, level: str) -> tuple[datetime, str]:
-    return moment, f"{level} {moment.strftime('%m-%d %H:%M:%S')} [{source}] {message}"
 
 
 def runtime_cuda_oom_lines(plan: Plan, ended: datetime, rng: random.Random) -> list[tuple[datetime, str]]:
@@ -81,18 +77,18 @@ def _engine_death(ended: datetime, error: str, last_frame: tuple[str, int, str, 
         last_frame,
     )
     failed = ended - timedelta(seconds=1.2)
-    lines = [_line(failed, "core.py:710", "EngineCore encountered a fatal error.", "ERROR")]
-    lines.append(_line(failed, "core.py:710", "Traceback (most recent call last):", "ERROR"))
+    lines = [vllm_line(failed, "core.py:710", "EngineCore encountered a fatal error.", "ERROR")]
+    lines.append(vllm_line(failed, "core.py:710", "Traceback (most recent call last):", "ERROR"))
     for path, number, function, code in frames:
         lines.append(
-            _line(failed, "core.py:710", f'  File "{VLLM_PACKAGE}/{path}", line {number}, in {function}', "ERROR")
+            vllm_line(failed, "core.py:710", f'  File "{VLLM_PACKAGE}/{path}", line {number}, in {function}', "ERROR")
         )
-        lines.append(_line(failed, "core.py:710", f"    {code}", "ERROR"))
-    lines.append(_line(failed, "core.py:710", error, "ERROR"))
+        lines.append(vllm_line(failed, "core.py:710", f"    {code}", "ERROR"))
+    lines.append(vllm_line(failed, "core.py:710", error, "ERROR"))
     dead = ended - timedelta(seconds=0.8)
     lines += [
-        _line(dead, "async_llm.py:416", "AsyncLLM output_handler failed.", "ERROR"),
-        _line(
+        vllm_line(dead, "async_llm.py:416", "AsyncLLM output_handler failed.", "ERROR"),
+        vllm_line(
             dead,
             "async_llm.py:416",
             "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for "
