@@ -639,18 +639,7 @@ def adjust_events(builder: EventBuilder, events: list[KubeObject]) -> list[KubeO
         return kept
     created = plan.spec.timeline.deployed_at + timedelta(seconds=2)
     wanted = plan.spec.isvc.min_replicas
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "name": plan.deployment,
-        "uid": plan.uids["deployment"],
-    }
-    replica_set = {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "name": plan.replica_set,
-        "uid": plan.uids["replicaset"],
-    }
+    deployment, replica_set = builder.workload_refs()
     kept.append(
         builder.event(
             deployment,

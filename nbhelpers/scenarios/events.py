@@ -347,6 +347,14 @@ class EventBuilder:
         host = pod.node.name if pod.node else ""
         return [self.event(involved, "Unhealthy", message, first, last, count, True, host=host)]
 
+    def workload_refs(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The involvedObject of the predictor Deployment's events and of its ReplicaSet's."""
+        plan = self.plan
+        return (
+            {"apiVersion": "apps/v1", "kind": "Deployment", "name": plan.deployment, "uid": plan.uids["deployment"]},
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": plan.replica_set, "uid": plan.uids["replicaset"]},
+        )
+
     def workload_events(self) -> list[KubeObject]:
         """The Deployment's scaling decisions and the ReplicaSet's pod creations and deletions.
 
@@ -355,18 +363,7 @@ class EventBuilder:
         """
         plan = self.plan
         created = plan.spec.timeline.deployed_at + timedelta(seconds=2)
-        deployment = {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "name": plan.deployment,
-            "uid": plan.uids["deployment"],
-        }
-        replica_set = {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "name": plan.replica_set,
-            "uid": plan.uids["replicaset"],
-        }
+        deployment, replica_set = self.workload_refs()
         initial = [pod for pod in plan.pods if pod.created <= created + timedelta(seconds=60)]
         changes: list[tuple[datetime, int]] = [(created, len(initial))]
         changes += [(pod.created - timedelta(seconds=0.4), +1) for pod in plan.pods if pod not in initial]
