@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from promharness import free_port, wait_ready
+from promharness import free_port, serving_process
 
 ROOT = Path(__file__).parents[1]
 SHIPPED_RULES = ROOT / "deploy" / "alerts" / "kserve-vllm.rules.yaml"
@@ -98,22 +97,6 @@ class Alerting:
 
 
 @contextmanager
-def _process(command: list[str], url: str, log: Path) -> Iterator[None]:
-    with log.open("wb") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
-    try:
-        wait_ready(process, url, log, START_TIMEOUT_SECONDS)
-        yield
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-@contextmanager
 def alerting(exporter: Exporter, receiver_url: str, workdir: Path, repeat_interval: str = "2s") -> Iterator[Alerting]:
     """Alertmanager (group_wait and group_interval 1 s) sending to ``receiver_url``, and Prometheus scraping
     ``exporter`` every second, evaluating the fast copy of the shipped rules and alerting that Alertmanager."""
@@ -154,7 +137,7 @@ def alerting(exporter: Exporter, receiver_url: str, workdir: Path, repeat_interv
         f"--web.listen-address=127.0.0.1:{prom_port}",
     ]
     with (
-        _process(am_command, am_url, workdir / "alertmanager.log"),
-        _process(prom_command, prom_url, workdir / "prometheus.log"),
+        serving_process(am_command, am_url, workdir / "alertmanager.log", START_TIMEOUT_SECONDS),
+        serving_process(prom_command, prom_url, workdir / "prometheus.log", START_TIMEOUT_SECONDS),
     ):
         yield Alerting(prom_url, am_url, workdir)

@@ -30,6 +30,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -686,11 +687,20 @@ def prometheus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prom
         "--storage.tsdb.retention.time=10y",
         f"--web.listen-address=127.0.0.1:{port}",
     ]
+    with serving_process(command, url, log_file):
+        yield PrometheusServer(url, log_file)
+
+
+@contextmanager
+def serving_process(
+    command: list[str], url: str, log_file: Path, timeout: float = START_TIMEOUT_SECONDS
+) -> Iterator[None]:
+    """``command`` running with its output in ``log_file``, once ``url``/-/ready answers; stopped on exit."""
     with log_file.open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_ready(process, url, log_file)
-        yield PrometheusServer(url, log_file)
+        wait_ready(process, url, log_file, timeout)
+        yield
     finally:
         process.terminate()
         try:
