@@ -64,7 +64,13 @@ NAMESPACE, ISVC = "llm", "vllm-llm"
 POD = "vllm-llm-predictor-00001-deployment-7d9c5f6b8d-4xk2p"  # the pod whose logs gather() reads
 # Every kind gather() reads for an InferenceService; Knative's Route is in the kind table but never read, and the
 # LLMInferenceService's own kinds are read only for that target (tests/test_llmisvc_live.py).
-LLMISVC_ONLY = (kinds.LLM_INFERENCE_SERVICE, kinds.INFERENCE_POOL, kinds.INFERENCE_POOL_ALPHA)
+LLMISVC_ONLY = (
+    kinds.LLM_INFERENCE_SERVICE,
+    kinds.LLM_INFERENCE_SERVICE_CONFIG,
+    kinds.INFERENCE_POOL,
+    kinds.INFERENCE_POOL_ALPHA,
+    kinds.LEADER_WORKER_SET,
+)
 KINDS_READ = tuple(kind for kind in kinds.ALL_KINDS if kind is not kinds.KNATIVE_ROUTE and kind not in LLMISVC_ONLY)
 
 

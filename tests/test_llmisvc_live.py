@@ -42,14 +42,18 @@ GROUPS = {
 }
 
 
-def load_llmisvc_cluster(server: FakeApiServer, *overrides: str, with_pool_crds: bool = True) -> FakeApiServer:
-    """KServe's common fixtures, the CRDs the llm-d stack needs and the healthy stack (``overrides`` replace objects)."""
+def load_llmisvc_cluster(
+    server: FakeApiServer, *overrides: str, with_pool_crds: bool = True, with_lws_crd: bool = False
+) -> FakeApiServer:
+    """KServe's common fixtures, the CRDs the llm-d stack needs and the healthy stack (``overrides`` replace objects);
+    ``with_lws_crd`` installs LeaderWorkerSet too."""
     server.load(COMMON)
     present = server.cluster.objects[("apiextensions.k8s.io", "customresourcedefinitions")]
+    groups = GROUPS | ({kinds.LEADER_WORKER_SET.group} if with_lws_crd else set())
     wanted = [
         crd
         for crd in crds_for_every_kind_read()
-        if crd["spec"]["group"] in GROUPS
+        if crd["spec"]["group"] in groups
         and ("", crd["metadata"]["name"]) not in present
         and (with_pool_crds or crd["spec"]["names"]["kind"] != "InferencePool")
     ]
@@ -227,8 +231,54 @@ def test_the_llmisvc_gather_stays_within_its_request_budget(fake_api: FakeApiSer
     ]
     assert all(path.endswith("/log") for path in per_pod)
     reads = [path for path in paths if not path.endswith("/log")]
-    # discovery, version, the service, 3 labelled lists, 7 namespace lists (not ScaledObject: KEDA is not installed,
-    # discovery says so), 1 Gateway, nodes, APIServices and the metrics-server's Service, Deployments and adapter
-    # ConfigMaps, events.
-    assert len(reads) == 20, reads
+    # discovery, version, the service, 3 labelled lists (not LeaderWorkerSets: LWS is not installed, discovery says
+    # so), 7 namespace lists (nor ScaledObject: no KEDA), 1 Gateway, the presets in the service's and KServe's
+    # namespaces, nodes, APIServices and the metrics-server's Service, Deployments and adapter ConfigMaps, events.
+    assert len(reads) == 22, reads
+    assert "/apis/serving.kserve.io/v1alpha2/namespaces/kserve/llminferenceserviceconfigs" in paths
     assert "/apis/gateway.networking.k8s.io/v1/namespaces/kserve/gateways/kserve-ingress-gateway" in paths
+
+
+# A multi-node service (docs/upstream-facts.md#leaderworkerset): the single-node Deployment and pods of the healthy
+# stack are replaced by KServe's LeaderWorkerSet and its leader and worker.
+MULTINODE = "checks/healthy/llmisvc_multinode.yaml"
+WORKER_PENDING = "checks/WORKLOAD_GROUP_INCOMPLETE/llmisvc_worker_pending.yaml"
+SINGLE_NODE = (
+    ("apps", "deployments", "llama-llmd-kserve"),
+    ("", "pods", "llama-llmd-kserve-6d8f7c9b5-4xk2p"),
+    ("", "pods", "llama-llmd-kserve-6d8f7c9b5-9tq7m"),
+)
+
+
+def load_multinode_cluster(server: FakeApiServer, *overrides: str) -> FakeApiServer:
+    load_llmisvc_cluster(server, MULTINODE, *overrides, with_lws_crd=True)
+    for group, plural, name in SINGLE_NODE:
+        del server.cluster.objects[(group, plural)][("llm", name)]
+    return server
+
+
+def test_a_multi_node_group_missing_a_worker_live_and_from_its_bundle(fake_api: FakeApiServer, tmp_path: Path) -> None:
+    """From vllm-project/production-stack#653: the worker never starts, the leader waits, the Gateway has no endpoint."""
+    server = load_multinode_cluster(fake_api, WORKER_PENDING)
+    result = triage(server, tmp_path)
+
+    statuses = {record.what: record.status for record in result.evidence.reads}
+    assert statuses["LeaderWorkerSet.leaderworkerset.x-k8s.io in llm (app.kubernetes.io/part-of=llminferenceservice,"
+                    "app.kubernetes.io/name=llama-llmd)"] == "ok"  # fmt: skip
+    assert result.root_causes[0] == "WORKLOAD_GROUP_INCOMPLETE"
+    assert {"ENDPOINTS_NONE_READY", "LLMISVC_NOT_READY"} <= set(result.root_causes[1:])
+    finding = next(f for f in result.findings if f.code == "WORKLOAD_GROUP_INCOMPLETE")
+    assert "worker 1" in finding.title and "Insufficient nvidia.com/gpu" in finding.summary
+    assert "kserve/kserve-config-llm-worker-data-parallel (Preset)" in finding.evidence[-1]
+
+    bundle = write_bundle(result.evidence, tmp_path / "evidence.tar.gz", result.evidence.observed_at)
+    replay = run(params_from_text({"bundle": str(bundle)}))
+    assert comparable(replay.to_json()) | {"sources": None} == comparable(result.to_json()) | {"sources": None}
+
+
+def test_a_complete_multi_node_group_is_healthy_live(fake_api: FakeApiServer, tmp_path: Path) -> None:
+    result = triage(load_multinode_cluster(fake_api), tmp_path)
+    assert result.root_causes == ()
+    assert {
+        kube_name for kube_name in (obj["metadata"]["name"] for obj in result.evidence.of(kinds.LEADER_WORKER_SET))
+    } == {"llama-llmd-kserve-mn"}

@@ -217,12 +217,15 @@ def _gather_llmisvc(
     note("reading the rendered workloads, router and pool")
     namespace = target.namespace
     selector = f"{kube.LLMISVC_PART_OF_LABEL}={kube.LLMISVC_PART_OF},{kube.LLMISVC_NAME_LABEL}={target.isvc}"
-    for kind in (kinds.DEPLOYMENT, kinds.REPLICA_SET):
+    # A multi-node service (spec.worker) renders LeaderWorkerSets instead of Deployments, labelled the same way
+    # (workload_multi_node.go); its leader and worker pods carry the labels too, so the pod list holds them.
+    for kind in (kinds.DEPLOYMENT, kinds.REPLICA_SET, kinds.LEADER_WORKER_SET):
         reader.list(kind, namespace, selector)
     pods = reader.list(kinds.POD, namespace, selector)
     for kind in (*_SERVING_PATH_KINDS, kinds.HTTP_ROUTE, kinds.INFERENCE_POOL, kinds.INFERENCE_POOL_ALPHA):
         reader.list(kind, namespace)
     _read_gateways(reader, namespace)
+    _read_presets(reader, namespace, site.kserve_namespace)
 
     note("reading cluster-wide objects")
     reader.list(kinds.NODE, None)
@@ -232,7 +235,7 @@ def _gather_llmisvc(
     events = _read_events(reader, namespace, target.isvc, window, f"{target.isvc}-kserve")
 
     note("reading logs")
-    logs = _read_logs(reader, choose_log_pods(pods, kube.is_llmisvc_workload) + _picker_log_pod(pods), window, site)
+    logs = _read_logs(reader, choose_log_pods(pods, _is_llmisvc_vllm_pod) + _picker_log_pod(pods), window, site)
 
     note("querying Prometheus")
     metric_data = _query_metrics(metrics, target, window, reader.records)
@@ -413,6 +416,19 @@ def _read_events(
     reader.objects.pop(kinds.EVENT.key, None)
     related.sort(key=lambda event: (kube.event_interval(event)[0] or window.start, kube.name(event)))
     return related
+
+
+def _read_presets(reader: _Reader, namespace: str, kserve_namespace: str) -> None:
+    """The LLMInferenceServiceConfigs a service can be merged over: KServe looks a name up in the service's namespace
+    first, then in its own (config_merge.go getConfig), so both namespaces are listed."""
+    for where in dict.fromkeys((namespace, kserve_namespace)):
+        reader.list(kinds.LLM_INFERENCE_SERVICE_CONFIG, where)
+
+
+def _is_llmisvc_vllm_pod(pod: KubeObject) -> bool:
+    """A vLLM pod of an LLMInferenceService: the workload's, or a LeaderWorkerSet's leader or worker (a worker next to
+    a leader template carries no ``kserve.io/component=workload``)."""
+    return kube.is_llmisvc_workload(pod) or kube.LWS_NAME_LABEL in kube.labels(pod)
 
 
 def _picker_log_pod(pods: list[KubeObject]) -> list[KubeObject]:

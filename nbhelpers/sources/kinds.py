@@ -35,6 +35,11 @@ INFERENCE_SERVICE = Kind("InferenceService", "serving.kserve.io", ("v1beta1",), 
 LLM_INFERENCE_SERVICE = Kind(
     "LLMInferenceService", "serving.kserve.io", ("v1alpha2", "v1alpha1"), "llminferenceservices"
 )
+# The presets an LLMInferenceService's spec is merged over (spec.baseRefs and KServe's well-known configs), served
+# in the same versions (pkg/apis/serving/v1alpha2/llm_inference_service_types.go, LLMInferenceServiceConfig).
+LLM_INFERENCE_SERVICE_CONFIG = Kind(
+    "LLMInferenceServiceConfig", "serving.kserve.io", ("v1alpha2", "v1alpha1"), "llminferenceserviceconfigs"
+)
 SERVING_RUNTIME = Kind("ServingRuntime", "serving.kserve.io", ("v1alpha1",), "servingruntimes")
 CLUSTER_SERVING_RUNTIME = Kind(
     "ClusterServingRuntime", "serving.kserve.io", ("v1alpha1",), "clusterservingruntimes", namespaced=False
@@ -63,12 +68,16 @@ GATEWAY_API_GATEWAY = Kind("Gateway", "gateway.networking.k8s.io", ("v1", "v1bet
 # migrates (pkg/controller/v1alpha2/llmisvc/router.go); they live in different groups and may coexist.
 INFERENCE_POOL = Kind("InferencePool", "inference.networking.k8s.io", ("v1",), "inferencepools")
 INFERENCE_POOL_ALPHA = Kind("InferencePool", "inference.networking.x-k8s.io", ("v1alpha2",), "inferencepools")
+# The multi-node workload KServe renders for an LLMInferenceService with spec.worker
+# (pkg/controller/v1alpha2/llmisvc/workload_multi_node.go; kubernetes-sigs/lws api/leaderworkerset/v1).
+LEADER_WORKER_SET = Kind("LeaderWorkerSet", "leaderworkerset.x-k8s.io", ("v1",), "leaderworkersets")
 INGRESS = Kind("Ingress", "networking.k8s.io", ("v1",), "ingresses")
 API_SERVICE = Kind("APIService", "apiregistration.k8s.io", ("v1",), "apiservices", namespaced=False)
 
 ALL_KINDS: tuple[Kind, ...] = (
     INFERENCE_SERVICE,
     LLM_INFERENCE_SERVICE,
+    LLM_INFERENCE_SERVICE_CONFIG,
     SERVING_RUNTIME,
     CLUSTER_SERVING_RUNTIME,
     KNATIVE_SERVICE,
@@ -92,6 +101,7 @@ ALL_KINDS: tuple[Kind, ...] = (
     GATEWAY_API_GATEWAY,
     INFERENCE_POOL,
     INFERENCE_POOL_ALPHA,
+    LEADER_WORKER_SET,
     INGRESS,
     API_SERVICE,
 )

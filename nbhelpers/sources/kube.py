@@ -29,6 +29,11 @@ LLMISVC_WORKLOAD_LABEL = "kserve.io/component"  # "workload" on every vLLM pod (
 LLMISVC_ROLE_LABEL = "llm-d.ai/role"  # both | decode | prefill
 LLMISVC_SCHEDULER_COMPONENT = "llminferenceservice-router-scheduler"  # the endpoint picker (EPP)
 LLMISVC_CONTAINER = "main"  # the vLLM container of KServe's config-llm-template presets
+# LeaderWorkerSet pod labels and annotations (kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go).
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"  # "0" is the group's leader
+LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"  # pods per group, leader included
 
 
 # Fields every reader of an object relies on, and the type the API server guarantees for them.

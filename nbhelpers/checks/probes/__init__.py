@@ -30,6 +30,8 @@ Probe budgets and load times come from :mod:`nbhelpers.models.load_time`. Decisi
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from nbhelpers.checks.probes._budget import budget_findings
 from nbhelpers.checks.probes._facts import ProbeFacts
 from nbhelpers.checks.probes._not_model_aware import not_model_aware
@@ -37,7 +39,7 @@ from nbhelpers.checks.probes._readiness import readiness_missing
 from nbhelpers.checks.probes._sidecars import sidecar_findings
 from nbhelpers.checks.probes._under_load import under_load_findings
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import common
+from nbhelpers.facts import common, presets
 from nbhelpers.findings.model import Finding
 from nbhelpers.findings.steps import StepInfo
 
@@ -58,4 +60,5 @@ def run(evidence: Evidence) -> list[Finding]:
     findings.extend(budget_findings(facts))
     findings.extend(sidecar_findings(facts))
     findings.extend(under_load_findings(facts))
-    return findings
+    origin = presets.origin_line(evidence, presets.PROBE_FIELDS)  # an LLMInferenceService's probes may be a preset's
+    return [replace(finding, evidence=(*finding.evidence, origin)) for finding in findings] if origin else findings

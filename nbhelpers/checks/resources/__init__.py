@@ -13,10 +13,14 @@ Facts it rests on (docs/upstream-facts.md):
 - ``OOMKilled`` is the kernel's cgroup (host memory) kill, exit code 137; a CUDA out-of-memory
   error is a Python exception and belongs to ``GPU_OOM`` (queue_vs_oom step);
 - with tensor or pipeline parallelism the workers exchange tensors through /dev/shm (NCCL), and a
-  container's default /dev/shm is 64 MiB.
+  container's default /dev/shm is 64 MiB;
+- a multi-node LLMInferenceService's vLLM engine starts only when every pod of its LeaderWorkerSet group has
+  joined, so one worker that does not run keeps the group's leader from serving.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from nbhelpers.checks.resources._admission import pod_creation_rejected
 from nbhelpers.checks.resources._config_error import container_config_error
@@ -25,11 +29,12 @@ from nbhelpers.checks.resources._gpu import gpu_not_visible
 from nbhelpers.checks.resources._host_oom import host_oom_killed
 from nbhelpers.checks.resources._images import image_pull_failed
 from nbhelpers.checks.resources._init_containers import init_container_failed
+from nbhelpers.checks.resources._lws_group import group_incomplete
 from nbhelpers.checks.resources._requests import requests_missing
 from nbhelpers.checks.resources._shm import shm_missing
 from nbhelpers.checks.resources._unschedulable import unschedulable
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import common
+from nbhelpers.facts import common, presets
 from nbhelpers.findings.model import Finding
 from nbhelpers.findings.steps import StepInfo
 
@@ -47,6 +52,7 @@ def run(evidence: Evidence) -> list[Finding]:
     findings.extend(requests_missing(facts))
     findings.extend(unschedulable(facts))
     for finding in (
+        group_incomplete(facts.evidence),
         pod_creation_rejected(facts),
         image_pull_failed(facts),
         container_config_error(facts),
@@ -57,4 +63,5 @@ def run(evidence: Evidence) -> list[Finding]:
     ):
         if finding is not None:
             findings.append(finding)
-    return findings
+    origin = presets.origin_line(evidence, ("resources",))  # an LLMInferenceService's resources may be a preset's
+    return [replace(finding, evidence=(*finding.evidence, origin)) for finding in findings] if origin else findings
