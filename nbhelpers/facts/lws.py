@@ -153,7 +153,9 @@ def pod_trouble(evidence: Evidence, pod: KubeObject) -> str:
         failed = [e for e in evidence.events_about("Pod", kube.name(pod)) if e.get("reason") == "FailedScheduling"]
         latest = max(failed, key=lambda e: kube.event_interval(e)[1] or evidence.observed_at) if failed else None
         message = _message(latest) if latest is not None else str(scheduled.get("message") or "")
-        return f"Pending, not scheduled ({scheduled.get('reason') or 'Unschedulable'}): {message}".rstrip(": ")
+        reason = str(scheduled.get("reason") or "Unschedulable")
+        state = "unschedulable" if reason == "Unschedulable" else f"not scheduled ({reason})"
+        return f"Pending, {state}: {message}".rstrip(": ")
     statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
     for container in statuses:
         waiting = (container.get("state") or {}).get("waiting") or {}

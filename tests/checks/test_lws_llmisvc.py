@@ -11,9 +11,10 @@ from typing import Any
 from builders import evidence_from_objects
 from check_cases import load_case, only, serious
 
-from nbhelpers.checks import resources
+from nbhelpers.checks import STEP_IDS, resources
 from nbhelpers.evidence.model import LLM_INFERENCE_SERVICE, Evidence
 from nbhelpers.findings.catalog import Severity
+from nbhelpers.findings.model import rank_root_causes
 
 HEALTHY = ("checks/healthy/llmisvc.yaml", "checks/healthy/llmisvc_multinode.yaml")
 PENDING = "checks/WORKLOAD_GROUP_INCOMPLETE/llmisvc_worker_pending.yaml"
@@ -46,7 +47,7 @@ def test_a_complete_group_raises_nothing() -> None:
 def test_a_worker_without_a_node_keeps_the_leader_from_serving() -> None:
     finding = only(resources.run(_evidence(_objects(PENDING))), "WORKLOAD_GROUP_INCOMPLETE")
     assert finding.level is Severity.CRITICAL
-    assert finding.title.startswith(f"multi-node group {LEADER} is missing worker 1 (Pending, not scheduled")
+    assert finding.title == f"multi-node group {LEADER} waits for worker 1 (Pending, unschedulable)"
     assert "Group 0 of llama-llmd-kserve-mn (decode) needs 2 pods, and worker 1 is not running" in finding.summary
     assert "3 Insufficient nvidia.com/gpu" in finding.summary
     assert f"Its leader {LEADER} is not ready" in finding.summary
@@ -118,3 +119,33 @@ def test_a_leader_still_ready_makes_it_a_warning() -> None:
     finding = only(resources.run(_evidence(objects)), "WORKLOAD_GROUP_INCOMPLETE")
     assert finding.level is Severity.WARNING
     assert "reports ready for now" in finding.summary
+    assert finding.title == f"multi-node group {LEADER} is short of worker 1 (Pending, unschedulable)"
+
+
+def test_without_a_leader_template_the_pending_worker_is_also_judged_as_a_vllm_pod() -> None:
+    """No spec.template: KServe labels the workers kserve.io/component=workload, so the scheduler's finding on the
+    worker comes too, and explains the incomplete group (catalog edge)."""
+    objects = _objects(PENDING)
+    worker = _pod(objects, WORKER)
+    worker["metadata"]["labels"].update({"kserve.io/component": "workload", "llm-d.ai/role": "decode"})
+    findings = resources.run(_evidence(objects))
+    assert {"RESOURCES_GPU_UNSCHEDULABLE", "WORKLOAD_GROUP_INCOMPLETE"} <= {f.code for f in findings}
+    ranked = rank_root_causes(findings, STEP_IDS)
+    assert ranked.index("RESOURCES_GPU_UNSCHEDULABLE") < ranked.index("WORKLOAD_GROUP_INCOMPLETE")
+
+
+def test_a_prefill_group_is_named_as_prefill() -> None:
+    objects = _objects(PENDING)
+    for obj in objects:
+        name = obj["metadata"]["name"]
+        if name.startswith("llama-llmd-kserve-mn"):
+            obj["metadata"]["name"] = name.replace("kserve-mn", "kserve-mn-prefill")
+        labels = obj["metadata"].get("labels") or {}
+        if labels.get("leaderworkerset.sigs.k8s.io/name") == "llama-llmd-kserve-mn":
+            labels["leaderworkerset.sigs.k8s.io/name"] = "llama-llmd-kserve-mn-prefill"
+        involved = obj.get("involvedObject") or {}
+        if involved.get("name", "").startswith("llama-llmd-kserve-mn"):
+            involved["name"] = involved["name"].replace("kserve-mn", "kserve-mn-prefill")
+    finding = only(resources.run(_evidence(objects)), "WORKLOAD_GROUP_INCOMPLETE")
+    assert "Group 0 of llama-llmd-kserve-mn-prefill (prefill) needs 2 pods" in finding.summary
+    assert "3 Insufficient nvidia.com/gpu" in finding.summary

@@ -51,7 +51,8 @@ def group_incomplete(evidence: Evidence) -> Finding | None:
     )
     return Finding(
         code="WORKLOAD_GROUP_INCOMPLETE",
-        title=f"multi-node group {first.name} is missing worker {indices} ({_short(worker.trouble)})",
+        title=f"multi-node group {first.name} {'waits for' if waiting else 'is short of'} worker {indices} "
+        f"({_short(worker.trouble)})",
         summary=summary,
         objects=(
             kube.ref(evidence.isvc),
@@ -87,7 +88,7 @@ def _remedy(worker: lws.Member) -> str:
     trouble = worker.trouble
     if worker.pod is None:
         return "find why its StatefulSet does not create it (quota, admission webhook; see its events)."
-    if trouble.startswith("Pending, not scheduled"):
+    if trouble.startswith(("Pending, unschedulable", "Pending, not scheduled")):
         return (
             "every pod of a group needs its own node with the same GPUs as the leader; free or add a node that "
             "can take it, or lower the parallelism so the group needs fewer pods."
