@@ -282,3 +282,22 @@ def test_a_complete_multi_node_group_is_healthy_live(fake_api: FakeApiServer, tm
     assert {
         kube_name for kube_name in (obj["metadata"]["name"] for obj in result.evidence.of(kinds.LEADER_WORKER_SET))
     } == {"llama-llmd-kserve-mn"}
+
+
+def test_a_preset_found_nowhere_is_the_cause_live(fake_api: FakeApiServer, tmp_path: Path) -> None:
+    """From kserve/kserve#5047: KServe stops at PresetsCombined=False and renders nothing of the stack."""
+    server = load_llmisvc_cluster(fake_api, "checks/LLMISVC_PRESET_NOT_FOUND/llmisvc_pipeline_preset_missing.yaml")
+    rendered = {
+        ("apps", "deployments"): ("llama-llmd-kserve", "llama-llmd-kserve-router-scheduler"),
+        ("", "pods"): (*(name for _, _, name in SINGLE_NODE[1:]), "llama-llmd-kserve-router-scheduler-7c9d8b6f4-k2m4p"),
+        ("", "services"): ("llama-llmd-kserve-workload-svc", "llama-llmd-epp-service"),
+        ("gateway.networking.k8s.io", "httproutes"): ("llama-llmd-kserve-route",),
+        ("inference.networking.k8s.io", "inferencepools"): ("llama-llmd-inference-pool",),
+    }
+    for (group, plural), names in rendered.items():
+        for name in names:
+            del server.cluster.objects[(group, plural)][("llm", name)]
+    result = triage(server, tmp_path)
+    assert result.root_causes[0] == "LLMISVC_PRESET_NOT_FOUND"
+    finding = next(f for f in result.findings if f.code == "LLMISVC_PRESET_NOT_FOUND")
+    assert "kserve-config-llm-worker-pipeline-parallel" in finding.title

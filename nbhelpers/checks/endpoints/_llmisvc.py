@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nbhelpers.checks.endpoints._llmisvc_presets import preset_not_found
 from nbhelpers.errors import EvidenceMissing
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common, llmisvc, traffic, vllm_args
@@ -44,7 +45,8 @@ PARENT_CONDITIONS = ("Accepted", "ResolvedRefs")
 
 def llmisvc_path(evidence: Evidence) -> list[Finding]:
     """Every finding of the route chain, then the service's own conditions as the effect they explain."""
-    findings = _gateways_and_routes(evidence)
+    preset = preset_not_found(evidence)
+    findings = ([preset] if preset is not None else []) + _gateways_and_routes(evidence)
     if llmisvc.has_scheduler(evidence):
         findings += _pool_chain(evidence)
     else:
