@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.sources import kinds, kube
 from nbhelpers.sources.kube import KubeObject
+from nbhelpers.util.times import parse_k8s_time
 
+# A scheduled pod still creating its containers (image pull, volumes) is only a problem once it takes this long.
+SLOW_START = timedelta(minutes=10)
 WAITING_TROUBLE = frozenset(
     {
         "CrashLoopBackOff",
@@ -164,13 +168,19 @@ def pod_trouble(evidence: Evidence, pod: KubeObject) -> str:
             return _waiting_text(container, reason, waiting)
     if status.get("phase") == "Failed":
         return f"Failed: {status.get('reason') or ''} {status.get('message') or ''}".strip()
-    if status.get("phase") == "Pending":
+    if status.get("phase") == "Pending" and _age(evidence, pod) >= SLOW_START:
         reasons = [
             str(((c.get("state") or {}).get("waiting") or {}).get("reason") or "")
             for c in status.get("containerStatuses") or []
         ]
-        return "Pending" + (f" ({', '.join(r for r in reasons if r)})" if any(reasons) else "")
+        waiting = f" ({', '.join(r for r in reasons if r)})" if any(reasons) else ""
+        return f"Pending{waiting} for {int(_age(evidence, pod).total_seconds() // 60)} min"
     return ""
+
+
+def _age(evidence: Evidence, pod: KubeObject) -> timedelta:
+    created = parse_k8s_time(kube.created(pod))
+    return evidence.observed_at - created if created is not None else timedelta(0)
 
 
 def _waiting_text(container: Mapping[str, Any], reason: str, waiting: Mapping[str, Any]) -> str:

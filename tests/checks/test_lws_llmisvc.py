@@ -149,3 +149,20 @@ def test_a_prefill_group_is_named_as_prefill() -> None:
     finding = only(resources.run(_evidence(objects)), "WORKLOAD_GROUP_INCOMPLETE")
     assert "Group 0 of llama-llmd-kserve-mn-prefill (prefill) needs 2 pods" in finding.summary
     assert "3 Insufficient nvidia.com/gpu" in finding.summary
+
+
+def test_a_worker_still_creating_its_container_is_not_blamed_at_once() -> None:
+    """A scheduled worker pulling its image for two minutes is a start, not a fault; after ten it is named."""
+    objects = _objects(PENDING)
+    worker = _pod(objects, WORKER)
+    worker["spec"]["nodeName"] = "gpu-node-2"
+    worker["metadata"]["creationTimestamp"] = "2026-01-15T11:58:00Z"
+    worker["status"] = {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "True"}],
+        "containerStatuses": [{"name": "main", "ready": False, "state": {"waiting": {"reason": "ContainerCreating"}}}],
+    }
+    assert "WORKLOAD_GROUP_INCOMPLETE" not in {f.code for f in resources.run(_evidence(objects))}
+    worker["metadata"]["creationTimestamp"] = "2026-01-15T11:30:00Z"
+    finding = only(resources.run(_evidence(objects)), "WORKLOAD_GROUP_INCOMPLETE")
+    assert "Pending (ContainerCreating) for 30 min" in finding.summary
