@@ -981,6 +981,26 @@ def test_a_sidecar_that_failed_once_and_is_ready_again_is_no_finding() -> None:
     assert serious(_run(objects, None, {(RAW_POD, "log-shipper.previous"): old_error})) == []
 
 
+@pytest.mark.parametrize(
+    ("line", "quoted"),
+    [
+        ("exec /fraud-scorer: exec format error", "exec /fraud-scorer: exec format error"),
+        ("panic: listen tcp :8080: bind: address already in use", "panic: listen tcp :8080: bind: address already"),
+    ],
+)
+def test_a_custom_predictor_that_is_not_vllm_gets_only_the_fallback(line: str, quoted: str) -> None:
+    objects = load_case("checks/healthy/raw.yaml", f"{UNKNOWN_CAUSE}/raw_custom_predictor_exits.yaml")
+    findings = _run(objects, None, {(RAW_POD, "kserve-container.previous"): _log(("11:51:10", line))})
+    assert codes(findings) == {"CONTAINER_FAILING_UNKNOWN_CAUSE"}
+    assert quoted in only(findings, "CONTAINER_FAILING_UNKNOWN_CAUSE").summary
+
+
+def test_a_running_custom_predictor_is_skipped_without_a_finding() -> None:
+    objects = load_case("checks/healthy/raw.yaml", "checks/healthy/raw_custom_predictor.yaml")
+    with pytest.raises(StepSkipped, match="does not run vLLM"):
+        _run(objects)
+
+
 def test_a_serving_container_log_without_any_error_line_quotes_nothing() -> None:
     """No exception and no failure line: nothing to quote, so no guess (the pod state speaks for itself)."""
     objects = load_case(*RAW, f"{UNKNOWN_CAUSE}/raw_exec_format_error.yaml")

@@ -69,6 +69,18 @@ def engine_start(facts: EngineFacts) -> Finding | None:
     )
 
 
+def failing_container(facts: EngineFacts) -> Finding | None:
+    """For a serving container that does not run vLLM (a custom predictor): the container of the pod that keeps
+    exiting with an error, its last line quoted whatever it says (vLLM's causes and fixes do not apply)."""
+    failing, error = engine_errors.find(facts.pods, facts.container, facts.logs)
+    if not failing:
+        return _failing_sidecar(facts)
+    if error is None or not error.exited:
+        return None
+    refs = tuple(dict.fromkeys([kube.ref(facts.evidence.isvc), *(kube.ref(pod) for pod in failing)]))
+    return _unknown(facts, failing, error, refs)
+
+
 def _service_link(facts: EngineFacts, error: EngineError) -> tuple[str, ...]:
     """The Service named vllm behind a VLLM_PORT URI, when the capture holds it (vllm-project/vllm#34199)."""
     service = common.named(facts.evidence, kinds.SERVICE, "vllm") if error.cause == "vllm_port_uri" else None
