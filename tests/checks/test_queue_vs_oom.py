@@ -889,6 +889,20 @@ def test_a_huggingfaceserver_that_fails_at_start_is_quoted_from_its_own_log(log:
     assert "FutureWarning" not in finding.summary
 
 
+def test_the_quote_ranks_above_settings_that_end_no_containers_run() -> None:
+    """The huggingfaceserver fixture has no readiness probe and no requests (warnings of their own); neither made the
+    container exit, so its own words are the top root cause of the whole triage."""
+    from nbhelpers.checks import STEP_IDS, STEPS, check_for
+    from nbhelpers.findings.model import rank_root_causes
+    from nbhelpers.triage import run_step
+
+    objects = load_case(*HF_SERVER, f"{UNKNOWN_CAUSE}/raw_huggingfaceserver_start_failed.yaml")
+    evidence = evidence_of(objects, logs={(RAW_POD, "kserve-container.previous"): HF_START_FAILED})
+    findings = [finding for step in STEPS for finding in run_step(step, check_for(step.id), evidence).findings]
+    assert {"PROBE_READINESS_MISSING", "RESOURCES_REQUESTS_MISSING"} <= codes(findings)
+    assert rank_root_causes(findings, STEP_IDS)[0] == "CONTAINER_FAILING_UNKNOWN_CAUSE"
+
+
 def test_a_serving_huggingfaceserver_with_an_old_request_error_has_no_finding() -> None:
     """kserve/kserve#5399: one request failed with a traceback; the server is ready and serves."""
     objects = load_case(*HF_SERVER, "checks/healthy/raw_huggingfaceserver_serving.yaml")
