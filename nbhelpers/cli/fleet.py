@@ -175,9 +175,9 @@ class SharedReads:
     Knative's config maps, API discovery, and, for services of one namespace, the same namespace-wide
     lists (Services, Endpoints, HTTPRoutes, events ...). A fleet reads each of those once. Lists by a
     service's label are asked once anyway. Passed through every time: logs, and the GET of an
-    InferenceService or LLMInferenceService (the freshest state; a service deleted since the fleet listed it is reported as
-    such). A failed read is remembered too, so a forbidden or slow kind costs one request per fleet, not
-    one per service.
+    InferenceService or LLMInferenceService (the freshest state; a service deleted since the fleet
+    listed it is reported as such). A failed read is remembered too, so a forbidden or slow kind costs
+    one request per fleet, not one per service.
 
     Objects are shared between services: callers must not modify them (``gather()`` only reads what a
     source returns and redacts it into copies before any check sees it).
@@ -219,9 +219,9 @@ def list_services(cluster: ClusterSource, namespace: str | None) -> Listing:
     """Every InferenceService and LLMInferenceService in ``namespace`` (``None``: all), sorted; one LIST per kind.
 
     ``RunbookError`` when the fleet cannot run: the cluster cannot be reached, the InferenceServices
-    cannot be listed (as before LLMInferenceServices were listed too), neither CRD is installed, or
-    nothing is found. An LLMInferenceService LIST that fails while InferenceServices were listed is not
-    fatal: :func:`listing_gaps` says it in the coverage line.
+    cannot be listed (fatal, as it always was), neither CRD is installed, or nothing is found. An
+    LLMInferenceService LIST that fails while InferenceServices were listed is not fatal (a role bound
+    before that kind existed may lack it): :func:`listing_gaps` says it in the coverage line.
     """
     where = f"in namespace {namespace!r}" if namespace else "in any namespace"
     listing = list_targets(cluster, namespace)
