@@ -313,3 +313,10 @@ def test_llmisvc_route_chain_edges_present(cause: str, effect: str) -> None:
 def test_a_crashing_engine_explains_a_not_ready_llmisvc_through_its_endpoints() -> None:
     findings = [_finding("LLMISVC_NOT_READY"), _finding("ENDPOINTS_NONE_READY"), _finding("ENGINE_START_FAILED")]
     assert rank_root_causes(findings, STEP_IDS) == ["ENGINE_START_FAILED", "ENDPOINTS_NONE_READY", "LLMISVC_NOT_READY"]
+
+
+@pytest.mark.parametrize("code", ["PROBE_READINESS_MISSING", "PROBE_NOT_MODEL_AWARE", "RESOURCES_REQUESTS_MISSING"])
+def test_settings_that_end_no_containers_run_do_not_explain_the_fallback_quote(code: str) -> None:
+    """A crashing container's own words outrank a missing readiness probe or missing requests (issue #14): neither
+    makes a container exit with an error, so neither is its cause."""
+    assert "CONTAINER_FAILING_UNKNOWN_CAUSE" not in CAUSE_EDGES[code]

@@ -20,8 +20,8 @@ from typing import Any
 
 import jsonschema
 import pytest
-from builders import comparable
-from fakeapi import FakeApiServer, write_kubeconfig
+from builders import comparable, load_yaml
+from fakeapi import FakeApiServer, crds_for_every_kind_read, write_kubeconfig
 from promharness import PrometheusServer, prometheus_server  # noqa: F401  (pytest fixture)
 
 from nbhelpers.cli.fleet import FleetRequest, run_fleet
@@ -35,6 +35,9 @@ pytestmark = pytest.mark.integration
 START, END = "2026-01-15T10:00:00Z", "2026-01-15T12:00:00Z"  # every fixture time lies in 11:00-12:00
 WORST_FIRST = ["team-b/chat", "llm/qwen-chat", "llm/vllm-llm", "team-b/summarize"]
 ISVC_PATH = "/apis/serving.kserve.io/v1beta1"
+# The fleet cluster serves serving.kserve.io/v1alpha1 (ServingRuntime) but has no LLMInferenceService CRD:
+# this LIST answers 404, which says the CRD is not installed.
+LLMISVC_LIST = "/apis/serving.kserve.io/v1alpha1/llminferenceservices"
 
 # Reads that do not depend on the service: once per fleet, whatever the number of services.
 CLUSTER_WIDE_PATHS = (
@@ -64,6 +67,24 @@ NAMESPACE_WIDE = (
     "/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses",
     "/apis/serving.kserve.io/v1alpha1/namespaces/{ns}/servingruntimes",
 )
+
+
+LLMISVC_STACK = "checks/healthy/llmisvc.yaml"  # llm/llama-llmd: LLMInferenceService, Gateway, route, pool, picker
+
+
+def add_llmisvcs(server: FakeApiServer) -> None:
+    """The fleet cluster with the LLMInferenceService CRD (and those of its stack) installed, the healthy
+    ``llm/llama-llmd`` and an LLMInferenceService ``llm/qwen-chat`` beside the InferenceService of that name
+    (no workload: KServe has not rendered it yet)."""
+    installed = server.cluster.objects[("apiextensions.k8s.io", "customresourcedefinitions")]
+    server.cluster.add_all(
+        [crd for crd in crds_for_every_kind_read() if ("", crd["metadata"]["name"]) not in installed]
+    )
+    stack = load_yaml(LLMISVC_STACK)
+    server.cluster.add_all(stack)
+    (llmisvc,) = [obj for obj in stack if obj["kind"] == "LLMInferenceService"]
+    namesake = json.loads(json.dumps(llmisvc).replace("llama-llmd", "qwen-chat"))
+    server.cluster.add(namesake)
 
 
 def request_for(kubeconfig: Path, out: Path, **options: Any) -> FleetRequest:
@@ -189,6 +210,7 @@ def test_cluster_wide_reads_are_made_once_and_namespace_lists_once_per_namespace
     paths = get_paths(fleet_api)
 
     assert paths[f"{ISVC_PATH}/inferenceservices"] == 1  # one LIST across namespaces finds the four services
+    assert paths[LLMISVC_LIST] == 1  # and one finds no LLMInferenceService
     for path in CLUSTER_WIDE_PATHS:
         assert paths[path] == 1, path
     for namespace in ("llm", "team-b"):
@@ -200,9 +222,10 @@ def test_cluster_wide_reads_are_made_once_and_namespace_lists_once_per_namespace
         # The label-selected lists are per service: two services, two of each.
         assert paths[f"/api/v1/namespaces/{namespace}/pods"] == 2
         assert paths[f"/apis/apps/v1/namespaces/{namespace}/deployments"] == 2
-    # 4 services: 1 list + 14 cluster-wide + 2 x 8 namespace lists + 4 x (ISVC GET + 6 label-selected lists)
-    # + the logs (vllm-llm: 2 containers, forbidden; chat and summarize: 1 each; qwen-chat has no pod).
-    assert sum(paths.values()) == 1 + 14 + 16 + 4 * 7 + 4 == 63
+    # 4 services: 2 lists (one per kind) + 14 cluster-wide + 2 x 8 namespace lists + 4 x (ISVC GET + 6
+    # label-selected lists) + the logs (vllm-llm: 2 containers, forbidden; chat and summarize: 1 each; qwen-chat
+    # has no pod).
+    assert sum(paths.values()) == 2 + 14 + 16 + 4 * 7 + 4 == 64
 
 
 def test_each_further_service_costs_only_its_own_reads(
@@ -225,11 +248,11 @@ def test_each_further_service_costs_only_its_own_reads(
     seven_services = sum(get_paths(fleet_api).values())
 
     assert len(result.entries) == 7 and {f"team-b/{name}" for name in copies} <= {e.ref for e in result.entries}
-    # A lone triage of one service makes 28 reads. Two services: 1 list + 12 cluster-wide (no Gateway is named
-    # in team-b) + 8 namespace-wide + 2 x 8 of their own = 37, not 56. Each further service adds its own 8: the
-    # GET of the InferenceService, 6 lists by its label (ksvc, Revision, PodAutoscaler, Deployment, ReplicaSet,
-    # Pod) and the log of its one container. Seven services: 77 reads, not 196.
-    assert (one_triage, two_services, seven_services) == (28, 37, 77)
+    # A lone triage of one service makes 28 reads. Two services: 2 lists (one per kind) + 12 cluster-wide (no
+    # Gateway is named in team-b) + 8 namespace-wide + 2 x 8 of their own = 38, not 56. Each further service
+    # adds its own 8: the GET of the InferenceService, 6 lists by its label (ksvc, Revision, PodAutoscaler,
+    # Deployment, ReplicaSet, Pod) and the log of its one container. Seven services: 78 reads, not 196.
+    assert (one_triage, two_services, seven_services) == (28, 38, 78)
     assert (seven_services - two_services) / 5 == 8
 
 
@@ -284,7 +307,7 @@ def test_a_service_whose_triage_fails_is_recorded_and_the_fleet_goes_on(
     assert not (out / "team-b" / "summarize").exists()
     markdown = (out / "fleet.md").read_text()
     assert "1 of 4 could not be triaged: team-b/summarize (cannot read InferenceService" in markdown
-    assert "| 3 | team-b/summarize | unknown | – | – | – | – | **error**: cannot read" in markdown
+    assert "| 3 | team-b/summarize | InferenceService | unknown | – | – | – | – | **error**: cannot read" in markdown
 
 
 def test_no_critical_finding_in_any_service_exits_0(fleet_api: FakeApiServer, kubeconfig: Path, tmp_path: Path) -> None:
@@ -298,8 +321,13 @@ def test_no_critical_finding_in_any_service_exits_0(fleet_api: FakeApiServer, ku
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"namespace": "nowhere"}, "no InferenceService in namespace 'nowhere': nothing to triage"),
+        (
+            {"namespace": "nowhere"},
+            "no InferenceService in namespace 'nowhere' (the LLMInferenceService CRD is not installed, so none was "
+            "listed): nothing to triage",
+        ),
         ({"namespace": "team-b", "isvc": "chat"}, "drop --isvc (or use triage for one)"),
+        ({"namespace": "team-b", "llmisvc": "chat"}, "drop --llmisvc (or use triage for one)"),
     ],
 )
 def test_bad_scope_is_refused_before_anything_is_written(
@@ -311,7 +339,10 @@ def test_bad_scope_is_refused_before_anything_is_written(
 
 
 def test_a_cluster_without_kserve_is_one_error(fake_api: FakeApiServer, kubeconfig: Path, tmp_path: Path) -> None:
-    with pytest.raises(RunbookError, match=re.escape("the InferenceService CRD (serving.kserve.io) is not installed")):
+    neither = (
+        "the InferenceService CRD (serving.kserve.io) is not installed in this cluster, nor the LLMInferenceService"
+    )
+    with pytest.raises(RunbookError, match=re.escape(neither)):
         run_fleet(request_for(kubeconfig, tmp_path / "fleet"))
     assert [request.path for request in fake_api.requests] == ["/apis"]  # discovery alone tells
 
@@ -353,7 +384,7 @@ def test_the_cli_writes_the_default_folder_and_exits_1_on_a_critical_finding(
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["-n", "nowhere"], "no InferenceService in namespace 'nowhere': nothing to triage"),
+        (["-n", "nowhere"], "no InferenceService in namespace 'nowhere' (the LLMInferenceService CRD"),
         (["-n", "llm", "-A"], "--namespace and --all-namespaces exclude each other"),
         ([], "pass --namespace NS, or --all-namespaces for every namespace"),
         (["-A", "--since", "9d"], "7 days"),
@@ -489,3 +520,111 @@ def test_a_fleet_where_no_service_could_be_triaged_exits_2_not_0() -> None:
     assert result("error", "error").exit_code == 2  # automation must not read "nothing triaged" as healthy
     assert result("error", "complete").exit_code == 0
     assert result("complete").exit_code == 0
+
+
+# ------------------------------------------------------------------------------------- LLMInferenceService
+
+
+def test_llminferenceservices_are_triaged_beside_inferenceservices_each_as_its_kind(
+    fleet_api: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    add_llmisvcs(fleet_api)
+    out = tmp_path / "fleet"
+    result = run_fleet(request_for(kubeconfig, out, namespace="llm"))
+
+    index = fleet_document(out)
+    kinds = {(entry["isvc"], entry["kind"]): entry for entry in index["services"]}
+    assert sorted(kinds) == [
+        ("llama-llmd", "LLMInferenceService"),
+        ("qwen-chat", "InferenceService"),
+        ("qwen-chat", "LLMInferenceService"),
+        ("vllm-llm", "InferenceService"),
+    ]
+    assert index["listing"] == [
+        {"kind": "InferenceService", "status": "ok", "services": 2, "reason": ""},
+        {"kind": "LLMInferenceService", "status": "ok", "services": 2, "reason": ""},
+    ]
+    # InferenceServices keep their folders; an LLMInferenceService of the same name has its own.
+    assert kinds[("qwen-chat", "InferenceService")]["path"] == "llm/qwen-chat"
+    assert kinds[("vllm-llm", "InferenceService")]["path"] == "llm/vllm-llm"
+    assert kinds[("qwen-chat", "LLMInferenceService")]["path"] == "llm/_llmisvc/qwen-chat"
+    assert kinds[("llama-llmd", "LLMInferenceService")]["path"] == "llm/_llmisvc/llama-llmd"
+    for (name, kind), entry in kinds.items():
+        findings = service_findings(out, entry)
+        assert (findings["target"]["isvc"], findings["target"].get("kind", "InferenceService")) == (name, kind)
+    healthy = kinds[("llama-llmd", "LLMInferenceService")]
+    assert healthy["status"] == "complete" and healthy["counts"]["critical"] == 0
+    alone = run(
+        params_from_text(
+            {"kubeconfig": str(kubeconfig), "namespace": "llm", "llmisvc": "llama-llmd", "start": START, "end": END}
+        )
+    )
+    assert comparable(service_findings(out, healthy)) == comparable(alone.to_json())
+    assert {entry.kind for entry in result.entries} == {"InferenceService", "LLMInferenceService"}
+
+    markdown = (out / "fleet.md").read_text()
+    assert "| service | kind | mode |" in markdown
+    assert "| llm/llama-llmd | LLMInferenceService | unknown |" in markdown
+    assert "[summary](llm/_llmisvc/llama-llmd/summary.md)" in markdown
+    assert "4 service(s) (2 InferenceService, 2 LLMInferenceService)" in markdown
+    assert "not installed" not in markdown.splitlines()[2]
+    assert "<td>LLMInferenceService</td>" in (out / "fleet.html").read_text()
+
+
+def test_without_the_llminferenceservice_crd_the_fleet_says_so_and_triages_the_rest(
+    fleet_api: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """KServe before 0.16 serves serving.kserve.io without LLMInferenceService: a fact, not a failure."""
+    out = tmp_path / "fleet"
+    result = run_fleet(request_for(kubeconfig, out, namespace="team-b"))
+
+    assert [entry.ref for entry in result.entries] == ["team-b/chat", "team-b/summarize"]
+    (llmisvc,) = [item for item in fleet_document(out)["listing"] if item["kind"] == "LLMInferenceService"]
+    assert (llmisvc["status"], llmisvc["services"]) == ("not_installed", 0)
+    assert result.gaps == ()  # --fail-on-partial is not tripped by a CRD that is not installed
+    caveat = (out / "fleet.md").read_text().splitlines()[2]
+    assert caveat.endswith("; the LLMInferenceService CRD is not installed, so none was listed._")
+    assert "Traceback" not in caveat and "could not be listed" not in caveat
+
+
+def test_a_forbidden_llminferenceservice_list_is_a_gap_and_the_inferenceservices_are_triaged(
+    fleet_api: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """A role bound before LLMInferenceServices existed: the fleet goes on, and says what it could not list."""
+    add_llmisvcs(fleet_api)
+    fleet_api.inject("/apis/serving.kserve.io/*/namespaces/team-b/llminferenceservices", status=403)
+    out = tmp_path / "fleet"
+    arguments = ("fleet", "--kubeconfig", str(kubeconfig), "-n", "team-b", "--start", START, "--end", END)
+    strict = kserve_runbook(*arguments, "--out", str(out), "--fail-on-partial", cwd=tmp_path)
+
+    assert strict.returncode == 1 and "Traceback" not in strict.stderr
+    assert "gap(s) in the listing or the merge" in strict.stderr
+    index = fleet_document(out)
+    assert [entry["isvc"] for entry in index["services"]] == ["chat", "summarize"]
+    (llmisvc,) = [item for item in index["listing"] if item["kind"] == "LLMInferenceService"]
+    assert llmisvc["status"] == "forbidden"
+    caveat = (out / "fleet.md").read_text().splitlines()[2]
+    assert "LLMInferenceServices could not be listed (forbidden: " in caveat
+
+
+@pytest.mark.notebook
+def test_notebooks_run_for_an_llminferenceservice_too(
+    fleet_api: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    add_llmisvcs(fleet_api)
+    for name in ("vllm-llm", "qwen-chat"):  # leave the healthy LLMInferenceService and its namesake-free stack
+        del fleet_api.cluster.objects[("serving.kserve.io", "inferenceservices")][("llm", name)]
+    del fleet_api.cluster.objects[("serving.kserve.io", "llminferenceservices")][("llm", "qwen-chat")]
+    out = tmp_path / "fleet"
+    result = run_fleet(replace(request_for(kubeconfig, out, namespace="llm"), notebooks=True))
+
+    (entry,) = result.entries
+    assert (entry.kind, entry.status, entry.path) == ("LLMInferenceService", "complete", "llm/_llmisvc/llama-llmd")
+    folder = out / "llm" / "_llmisvc" / "llama-llmd"
+    assert sorted(path.name for path in folder.iterdir()) == [
+        "findings.json",
+        "report.html",
+        "summary.md",
+        "triage.ipynb",
+    ]
+    assert json.loads((folder / "findings.json").read_text())["target"]["kind"] == "LLMInferenceService"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from builders import comparable
 from fakeapi import FakeApiServer
-from test_fleet import add_copies, fleet_document, kserve_runbook, request_for
+from test_fleet import add_copies, add_llmisvcs, fleet_document, kserve_runbook, request_for
 
 from nbhelpers.cli.fleet import FLEET_SCHEMA_ID, Shard, parse_shard, run_fleet, shard_of
 from nbhelpers.cli.fleet_merge import MergeRequest, run_merge
@@ -137,6 +137,46 @@ def test_n_shards_cover_the_fleet_exactly_once_and_merge_into_the_unsharded_inde
     assert (tmp_path / "run" / "fleet.md").read_text().splitlines()[2] == whole_caveat  # nothing more to say
 
 
+def kinded(document: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(namespace, name, kind) of each service: one of each kind may share a name."""
+    return [
+        (entry["namespace"], entry["isvc"], entry.get("kind", "InferenceService")) for entry in document["services"]
+    ]
+
+
+@pytest.mark.integration
+def test_shards_cover_both_kinds_exactly_once_and_merge_without_duplicates(
+    fleet_api: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """With LLMInferenceServices listed too, the cut still depends on namespace/name only: a service of each
+    kind with the same name falls in the same shard, and the merge keeps both."""
+    add_llmisvcs(fleet_api)
+    add_copies(fleet_api, "team-b", "summarize", 3)
+    whole = fleet_document(run_fleet(request_for(kubeconfig, tmp_path / "whole")).out_dir)
+    assert len(whole["services"]) == 9 and whole["totals"]["services"] == 9
+
+    parts = []
+    for index in range(SHARDS):
+        request = request_for(kubeconfig, tmp_path / "run" / f"shard-{index}")
+        document = fleet_document(run_fleet(replace(request, shard=Shard(index, SHARDS))).out_dir)
+        assert document["shard"] == {"index": index, "count": SHARDS, "listed": 9}
+        assert [item["status"] for item in document["listing"]] == ["ok", "ok"]
+        parts.append(kinded(document))
+    found = [service for part in parts for service in part]
+    assert sorted(found) == sorted(kinded(whole)) and len(set(found)) == len(found)
+    (namesakes,) = [part for part in parts if ("llm", "qwen-chat", "InferenceService") in part]
+    assert ("llm", "qwen-chat", "LLMInferenceService") in namesakes
+
+    run_merge(
+        MergeRequest(tuple(str(tmp_path / "run" / f"shard-{index}") for index in range(SHARDS)), str(tmp_path / "run"))
+    )
+    merged = fleet_document(tmp_path / "run")
+    assert kinded(merged) == kinded(whole) and merged["duplicates"] == []
+    assert merged["listing"] == whole["listing"]
+    whole_caveat = (tmp_path / "whole" / "fleet.md").read_text().splitlines()[2]
+    assert (tmp_path / "run" / "fleet.md").read_text().splitlines()[2] == whole_caveat
+
+
 @pytest.mark.integration
 def test_the_cli_shards_and_merges(fleet_api: FakeApiServer, kubeconfig: Path, tmp_path: Path) -> None:
     for index in range(2):
@@ -160,7 +200,7 @@ def test_the_cli_shards_and_merges(fleet_api: FakeApiServer, kubeconfig: Path, t
     strict = kserve_runbook(*arguments, cwd=tmp_path)  # shard-9 does not exist
     assert strict.returncode == 1
     assert strict.stderr.strip() == (
-        "kserve-runbook: partial result (--fail-on-partial): 1 service(s) not fully seen and 1 gap(s) in the merge; "
+        "kserve-runbook: partial result (--fail-on-partial): 1 service(s) not fully seen and 1 gap(s) in the listing or the merge; "
         f"see {Path('m') / 'fleet.md'}"
     )
 
@@ -252,7 +292,13 @@ def test_a_service_in_two_folders_is_listed_once_from_the_newest_run(tmp_path: P
     assert refs(index) == ["llm/chat"]
     assert index["services"][0]["counts"]["critical"] == 1 and index["services"][0]["path"] == "../new/llm/chat"
     assert index["duplicates"] == [
-        {"namespace": "llm", "isvc": "chat", "kept": "../new", "folders": ["../old", "../new"]}
+        {
+            "namespace": "llm",
+            "isvc": "chat",
+            "kind": "InferenceService",
+            "kept": "../new",
+            "folders": ["../old", "../new"],
+        }
     ]
     assert "1 service(s) found in more than one folder; the newest run of each is kept" in markdown
     assert result.exit_code == 1
@@ -365,7 +411,7 @@ def test_the_page_opens_offline_and_sorts_by_any_column(tmp_path: Path) -> None:
     _, _, _, page = merge(tmp_path, write_shard(tmp_path / "s0", services, (0, 1), 2))
     assert "Content-Security-Policy" in page and "default-src 'none'" in page
     assert not re.search(r"(src|href)=\"(https?:)?//", page)  # nothing fetched from anywhere
-    assert page.count("<th ") == 9 and 'addEventListener("click"' in page
+    assert page.count("<th ") == 10 and 'addEventListener("click"' in page
     assert '<td data-sort="10">10</td>' in page  # numbers sort as numbers
     rows = re.findall(r'<tr class="(\w+)">.*?<td>(llm/\w)</td>', page)
     assert rows == [("critical", "llm/a"), ("warning", "llm/b")]  # worst first until a header is clicked
@@ -425,8 +471,46 @@ def test_the_page_sorts_in_a_real_browser_with_the_network_cut(tmp_path: Path) -
             assert names.all_inner_texts() == ["llm/a", "llm/c", "llm/b"]  # 0, 9, 10: numbers, not text
             page.locator("th", has_text="warning").click()
             assert names.all_inner_texts() == ["llm/b", "llm/c", "llm/a"]
-            page.locator("th", has_text="InferenceService").click()
+            page.locator("th", has_text="service").click()
             assert names.all_inner_texts() == ["llm/a", "llm/b", "llm/c"]
         finally:
             browser.close()
     assert errors == [] and refused == []
+
+
+def test_services_of_two_kinds_with_one_name_are_two_services_and_an_entry_without_kind_is_an_isvc(
+    tmp_path: Path,
+) -> None:
+    isvc = {"namespace": "llm", "isvc": "chat"}  # written before fleet listed LLMInferenceServices: no kind
+    llmisvc = {"namespace": "llm", "isvc": "chat", "kind": "LLMInferenceService", "path": "llm/_llmisvc/chat"}
+    folder = write_shard(tmp_path / "s0", [isvc, llmisvc], (0, 1), 2)
+    (folder / "llm" / "_llmisvc" / "chat").mkdir(parents=True)  # write_shard makes plain <namespace>/<name> only
+    _, index, markdown, _ = merge(tmp_path, folder)
+    assert kinded(index) == [("llm", "chat", "InferenceService"), ("llm", "chat", "LLMInferenceService")]
+    assert index["duplicates"] == [] and index["listing"] == []
+    assert [entry["path"] for entry in index["services"]] == ["../s0/llm/chat", "../s0/llm/_llmisvc/chat"]
+    assert "| llm/chat | LLMInferenceService |" in markdown
+
+
+def test_a_kind_the_merge_does_not_know_is_left_out(tmp_path: Path) -> None:
+    service = {"namespace": "llm", "isvc": "chat", "kind": "Deployment"}
+    _, index, markdown, _ = merge(tmp_path, write_shard(tmp_path / "s0", [service], (0, 1), 1))
+    assert index["services"] == [] and "1 malformed service entry left out" in markdown
+
+
+def test_the_shards_listings_merge_to_the_worst_answer_per_kind(tmp_path: Path) -> None:
+    listing = [
+        {"kind": "InferenceService", "status": "ok", "services": 2, "reason": ""},
+        {"kind": "LLMInferenceService", "status": "not_installed", "services": 0, "reason": "no CRD"},
+    ]
+    forbidden = [listing[0], {**listing[1], "status": "forbidden", "reason": "403"}]
+    folders = []
+    for index, shard_listing in enumerate((listing, forbidden)):
+        folder = write_shard(tmp_path / f"s{index}", [{"namespace": "llm", "isvc": f"m{index}"}], (index, 2), 2)
+        document = json.loads((folder / "fleet.json").read_text())
+        (folder / "fleet.json").write_text(json.dumps({**document, "listing": shard_listing}))
+        folders.append(folder)
+    result, index, markdown, _ = merge(tmp_path, *folders)
+    assert [item["status"] for item in index["listing"]] == ["ok", "forbidden"]
+    assert result.gaps == ("LLMInferenceServices could not be listed (forbidden: 403)",)
+    assert "LLMInferenceServices could not be listed (forbidden: 403)" in markdown.splitlines()[2]

@@ -89,6 +89,36 @@ def test_every_rule_of_the_role_is_used(every_kind: tuple[FakeApiServer, TriageP
     assert all(any(rule.grants_url("get", path) for rule in rules) for path in discovery)
 
 
+def test_a_fleet_with_only_the_role_lists_both_kinds_in_a_namespace_and_across_namespaces(
+    every_kind: tuple[FakeApiServer, TriageParams], tmp_path: Path
+) -> None:
+    """``fleet`` LISTs InferenceServices and LLMInferenceServices (issue #18): the role grants both lists."""
+    from nbhelpers.cli.fleet import FleetRequest, run_fleet
+
+    server, params = every_kind
+    server.cluster.add_all(load_yaml(LLMISVC_STACK))
+    server.restrict_to(rules_of_cluster_roles(CLUSTER_ROLE))
+    fleet_params = replace(params, isvc="")
+    for all_namespaces, out in ((False, "one"), (True, "all")):
+        scope = replace(fleet_params, namespace="" if all_namespaces else "llm")
+        result = run_fleet(FleetRequest(triage=scope, all_namespaces=all_namespaces, out=str(tmp_path / out)))
+        assert [(item.kind, item.status) for item in result.listing] == [
+            ("InferenceService", "ok"),
+            ("LLMInferenceService", "ok"),
+        ]
+        assert {(entry.kind, entry.isvc) for entry in result.entries} >= {
+            ("InferenceService", "vllm-llm"),
+            ("LLMInferenceService", "llama-llmd"),
+        }
+    listed = {
+        (attributes[2], attributes[1] or "*")
+        for attributes in (request_attributes(request.path) for request in server.requests)
+        if attributes is not None and not attributes[3]
+    }
+    assert {("inferenceservices", "llm"), ("llminferenceservices", "llm")} <= listed
+    assert {("inferenceservices", "*"), ("llminferenceservices", "*")} <= listed
+
+
 def test_a_run_that_sees_almost_nothing_says_so_first_and_fails_with_the_flag(
     every_kind: tuple[FakeApiServer, TriageParams], tmp_path: Path
 ) -> None:

@@ -167,6 +167,15 @@ FORMS = [
         "-----END",
     ),
     ("AccountName=x;AccountKey=Az-s3cret==;EndpointSuffix=core", "Az-s3cret==", "EndpointSuffix=core"),
+    # Near containerd's token-request error, a credential written as one is still one.
+    ("anonymous token: Tk-anon-s3cret", "Tk-anon-s3cret", "anonymous token: "),
+    ("failed to fetch anonymous token=Tk-eq-s3cret now", "Tk-eq-s3cret", " now"),
+    ("pull with --token Tk-flag-s3cret after fetch oauth token", "Tk-flag-s3cret", "fetch oauth token"),
+    (
+        "failed to fetch oauth token: Authorization: Bearer Br-s3cret-0123456789 rejected",
+        "Br-s3cret-0123456789",
+        "failed to fetch oauth token: ",
+    ),
 ]
 
 
@@ -204,6 +213,15 @@ ORDINARY = [
     "the cache key: prefix-abc was evicted",
     "Successfully assigned llm/chat to gpu-a100-node-1",
     'Readiness probe failed: Get "http://10.0.0.12:8080/health": dial tcp: connection refused',
+    # containerd's token-request errors, as kubelet reports a failed pull: the reason after "token:" is kept
+    # (ciiiii/cloudflare-docker-proxy#62, moby/buildkit#4456, docker-library/tomcat#321).
+    'Failed to pull image "docker.io/library/foo:latest": failed to pull and unpack image '
+    '"docker.io/library/foo:latest": failed to resolve reference "docker.io/library/foo:latest": failed to '
+    "authorize: failed to fetch anonymous token: unexpected status from GET request to "
+    "https://auth.docker.io/token?scope=repository%3Alibrary%2Ffoo%3Apull&service=registry.docker.io: 401 Unauthorized",
+    "failed to authorize: failed to fetch oauth token: unexpected status: 401 Unauthorized",
+    'failed to authorize: failed to fetch anonymous token: Get "https://auth.docker.io/token?scope=repository%3A'
+    'library%2Fredis%3Apull&service=registry.docker.io": dial tcp 199.96.62.75:443: i/o timeout',
 ]
 
 

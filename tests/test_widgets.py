@@ -13,10 +13,12 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from fakeapi import FakeApiServer, write_kubeconfig
+from builders import load_yaml
+from fakeapi import FakeApiServer, crds_for_every_kind_read, write_kubeconfig
 
 from nbhelpers.checks import STEPS
 from nbhelpers.errors import RunbookError
+from nbhelpers.evidence.model import Target
 from nbhelpers.notebook import SESSION_ENV, display, wants_panel
 from nbhelpers.notebook.widgets import (
     CUSTOM_WINDOW,
@@ -34,6 +36,8 @@ from nbhelpers.notebook.widgets import (
     kube_contexts,
     open_cluster,
     params_for,
+    service_label,
+    service_of_label,
     window_fields,
     window_options,
 )
@@ -180,6 +184,79 @@ def test_a_service_named_in_the_parameters_is_kept_and_a_wrong_one_explained(
     assert panel.run_all() is None
     shown = html.unescape(panel.message.value)
     assert "'missing-model' not found" in shown and "vllm-llm" in shown
+
+
+# ------------------------------------------------------------------------- LLMInferenceServices (issue #18)
+
+LLMISVC_LABEL = "llama-llmd (LLMInferenceService)"
+
+
+@pytest.fixture
+def with_llmisvc(both_clusters: FakeApiServer) -> FakeApiServer:
+    """The two clusters with the LLMInferenceService CRD (and its stack's) installed and llm/llama-llmd healthy."""
+    installed = both_clusters.cluster.objects[("apiextensions.k8s.io", "customresourcedefinitions")]
+    both_clusters.cluster.add_all(
+        [crd for crd in crds_for_every_kind_read() if ("", crd["metadata"]["name"]) not in installed]
+    )
+    both_clusters.cluster.add_all(load_yaml("checks/healthy/llmisvc.yaml"))
+    return both_clusters
+
+
+def test_labels_name_the_kind_and_read_back() -> None:
+    llmisvc = Target("llm", "llama-llmd", "LLMInferenceService")
+    assert service_label(llmisvc) == LLMISVC_LABEL and service_label(Target("llm", "chat")) == "chat"
+    assert service_of_label(f" {LLMISVC_LABEL} ") == ("llama-llmd", "LLMInferenceService")
+    assert service_of_label("chat") == ("chat", "InferenceService")  # a typed name is an InferenceService
+
+
+def test_llminferenceservices_are_listed_beside_inferenceservices(
+    with_llmisvc: FakeApiServer, kubeconfig: Path
+) -> None:
+    cluster = open_cluster(str(kubeconfig), "")
+    try:
+        listing = discover_services(cluster, "default")
+    finally:
+        cluster.close()
+    assert listing.note == ""
+    assert listing.services == {"llm": (LLMISVC_LABEL, "qwen-chat", "vllm-llm"), "raw": ("vllm-raw",)}
+
+
+def test_a_forbidden_llminferenceservice_list_falls_back_for_that_kind_only(
+    with_llmisvc: FakeApiServer, kubeconfig: Path
+) -> None:
+    with_llmisvc.inject("/apis/serving.kserve.io/v1alpha2/llminferenceservices", status=403)
+    cluster = open_cluster(str(kubeconfig), "")
+    try:
+        listing = discover_services(cluster, "llm")
+    finally:
+        cluster.close()
+    assert listing.services == {"llm": (LLMISVC_LABEL, "qwen-chat", "vllm-llm"), "raw": ("vllm-raw",)}
+    assert listing.note.startswith("cannot list LLMInferenceServices in all namespaces (forbidden): showing llm")
+
+
+def test_panel_picks_an_llminferenceservice_and_triages_it_as_one(
+    with_llmisvc: FakeApiServer, kubeconfig: Path
+) -> None:
+    panel = TriagePanel(TriageParams(kubeconfig=str(kubeconfig)))
+    panel.namespace.value = "llm"
+    assert list(panel.isvc.options) == [LLMISVC_LABEL, "qwen-chat", "vllm-llm"]
+    panel.isvc.value = LLMISVC_LABEL
+    result = panel.run_all()
+    assert result is not None and panel.message.value == ""
+    target = result.evidence.target
+    assert (target.namespace, target.isvc, target.kind) == ("llm", "llama-llmd", "LLMInferenceService")
+
+
+def test_an_llminferenceservice_in_the_parameters_is_its_label_and_back() -> None:
+    base = TriageParams(namespace="llm", llmisvc="llama-llmd")
+    first = initial_choices(base, has_kubeconfig=False)
+    assert (first.source, first.isvc) == (SOURCE_CLUSTER, LLMISVC_LABEL)
+    live = params_for(first, base)
+    assert (live.isvc, live.llmisvc) == ("", "llama-llmd")
+    picked_isvc = params_for(PanelChoices(source=SOURCE_CLUSTER, namespace="llm", isvc="chat"), base)
+    assert (picked_isvc.isvc, picked_isvc.llmisvc) == ("chat", "")
+    bundle = params_for(PanelChoices(source=SOURCE_BUNDLE, bundle="b.tar.gz"), base)
+    assert (bundle.isvc, bundle.llmisvc, bundle.namespace) == ("", "", "")  # the bundle's own target
 
 
 # ----------------------------------------------------------------------------------- choices -> params

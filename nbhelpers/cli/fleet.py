@@ -1,9 +1,12 @@
-"""``kserve-runbook fleet``: triage every InferenceService of a namespace, or of the cluster (docs/contracts.md#execution-model, docs/contracts.md#cli).
+"""``kserve-runbook fleet``: triage every InferenceService and LLMInferenceService of a namespace, or of the cluster (docs/contracts.md#execution-model, docs/contracts.md#cli).
 
-One LIST finds the services (per namespace, or one cluster-wide LIST with
-``--all-namespaces``). Each service then goes through ``triage.run()``
+One LIST per kind finds the services (per namespace, or cluster-wide with
+``--all-namespaces``; see :mod:`nbhelpers.evidence.listing`). A kind whose CRD
+is not installed is said in the coverage line, and the other kind is triaged.
+Each service then goes through ``triage.run()``
 in-process, over one API client and one Prometheus client, and gets
-``<namespace>/<isvc>/findings.json`` and ``summary.md``; with ``--notebooks``
+``<namespace>/<isvc>/findings.json`` and ``summary.md`` (an LLMInferenceService:
+``<namespace>/_llmisvc/<name>/``, see :func:`service_folder`); with ``--notebooks``
 the headless notebook run of ``triage`` writes those two and adds
 ``triage.ipynb`` and ``report.html`` (each notebook opens its own connections).
 
@@ -14,8 +17,9 @@ Reads that do not depend on the service are made once per fleet (see
 The index is ``fleet.json`` (schema ``kserve-runbook/fleet/v1``) and
 ``fleet.md``, both worst service first: critical findings, then services that
 could not be triaged, then warnings, then the rest (a partial run before a
-complete one). ``fleet.json`` holds ``scope``, ``window``, ``sources``,
-``totals`` and ``services``: one entry each with ``namespace``, ``isvc``,
+complete one). ``fleet.json`` holds ``scope``, ``window``, ``sources``, ``listing`` (what each
+kind's LIST answered), ``totals`` and ``services``: one entry each with ``namespace``, ``isvc`` (the name),
+``kind``,
 ``status`` (complete | partial | error), ``partial`` (true unless complete), ``reason`` (why it could
 not be triaged), ``counts`` by severity, ``top_root_cause``, ``root_causes``,
 ``deployment_mode`` and ``path`` (its folder, relative to the index; null when
@@ -41,12 +45,13 @@ from typing import Any, TypeVar
 
 from nbhelpers import __version__
 from nbhelpers.errors import ReadFailed, RunbookError
-from nbhelpers.evidence.gather import require_isvc
-from nbhelpers.evidence.model import Target
+from nbhelpers.evidence.gather import require_isvc, require_llmisvc
+from nbhelpers.evidence.listing import KindListed, Listing, list_targets
+from nbhelpers.evidence.model import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE, TARGET_KINDS, Target
 from nbhelpers.render.findings_json import write_outputs
 from nbhelpers.render.fleet_html import IndexRow, fleet_html
 from nbhelpers.render.summary import utc_text, window_text
-from nbhelpers.sources import kinds, kube
+from nbhelpers.sources import kinds
 from nbhelpers.sources.base import ClusterSource, LogRequest
 from nbhelpers.sources.kinds import Kind
 from nbhelpers.sources.kube import KubeObject
@@ -61,6 +66,10 @@ SEVERITIES = ("critical", "warning", "info")
 MAX_LISTED = 8  # services named in one coverage note before "and N more"
 MAX_SHARDS = 10_000
 _TIERS = {"critical": 0, "error": 1, "warning": 2, "clean": 3}
+# An LLMInferenceService's folder sits under this component of its namespace's folder. Kubernetes
+# names never contain "_", so no InferenceService's folder (<namespace>/<name>) can be this one, and a
+# service of each kind with the same name keeps its own files.
+LLMISVC_FOLDER = "_llmisvc"
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -131,8 +140,9 @@ class FleetRequest:
 def check_request(request: FleetRequest) -> None:
     """Refuse contradictory or missing options before anything is opened (``RunbookError``)."""
     params = request.triage
-    if params.isvc:
-        raise RunbookError("fleet triages every InferenceService in its scope: drop --isvc (or use triage for one)")
+    if params.isvc or params.llmisvc:
+        option = "--isvc" if params.isvc else "--llmisvc"
+        raise RunbookError(f"fleet triages every service in its scope: drop {option} (or use triage for one)")
     if params.namespace and request.all_namespaces:
         raise RunbookError("--namespace and --all-namespaces exclude each other: pass one")
     if not params.namespace and not request.all_namespaces:
@@ -165,9 +175,9 @@ class SharedReads:
     Knative's config maps, API discovery, and, for services of one namespace, the same namespace-wide
     lists (Services, Endpoints, HTTPRoutes, events ...). A fleet reads each of those once. Lists by a
     service's label are asked once anyway. Passed through every time: logs, and the GET of an
-    InferenceService (the freshest state; a service deleted since the fleet listed it is reported as
-    such). A failed read is remembered too, so a forbidden or slow kind costs one request per fleet, not
-    one per service.
+    InferenceService or LLMInferenceService (the freshest state; a service deleted since the fleet
+    listed it is reported as such). A failed read is remembered too, so a forbidden or slow kind costs
+    one request per fleet, not one per service.
 
     Objects are shared between services: callers must not modify them (``gather()`` only reads what a
     source returns and redacts it into copies before any check sees it).
@@ -189,7 +199,7 @@ class SharedReads:
         return [*found]
 
     def get(self, kind: Kind, namespace: str | None, name: str) -> KubeObject | None:
-        if kind == kinds.INFERENCE_SERVICE:
+        if kind in (kinds.INFERENCE_SERVICE, kinds.LLM_INFERENCE_SERVICE):
             return self._cluster.get(kind, namespace, name)
         return _remembered(self._gets, (kind, namespace, name), lambda: self._cluster.get(kind, namespace, name))
 
@@ -205,23 +215,51 @@ class SharedReads:
         self._cluster.close()
 
 
-def list_services(cluster: ClusterSource, namespace: str | None) -> list[tuple[str, str]]:
-    """(namespace, name) of every InferenceService in ``namespace`` (``None``: all), sorted; one LIST."""
+def list_services(cluster: ClusterSource, namespace: str | None) -> Listing:
+    """Every InferenceService and LLMInferenceService in ``namespace`` (``None``: all), sorted; one LIST per kind.
+
+    ``RunbookError`` when the fleet cannot run: the cluster cannot be reached, the InferenceServices
+    cannot be listed (fatal, as it always was), neither CRD is installed, or nothing is found. An
+    LLMInferenceService LIST that fails while InferenceServices were listed is not fatal (a role bound
+    before that kind existed may lack it): :func:`listing_gaps` says it in the coverage line.
+    """
     where = f"in namespace {namespace!r}" if namespace else "in any namespace"
-    try:
-        found = cluster.list(kinds.INFERENCE_SERVICE, namespace)
-    except ReadFailed as failure:
-        if failure.status == "not_installed":
-            raise RunbookError(
-                "the InferenceService CRD (serving.kserve.io) is not installed in this cluster"
-            ) from None
-        if failure.status in ("unreachable", "timeout"):
-            raise RunbookError(redact_text(failure.reason)) from None
-        raise RunbookError(f"cannot list InferenceServices {where}: {redact_text(failure.reason)}") from None
-    if not found:
+    listing = list_targets(cluster, namespace)
+    isvcs, llmisvcs = listing.of(INFERENCE_SERVICE), listing.of(LLM_INFERENCE_SERVICE)
+    for listed in (isvcs, llmisvcs):
+        if listed.status in ("unreachable", "timeout"):
+            raise RunbookError(listed.reason)
+    if not isvcs.installed and not llmisvcs.installed:
+        raise RunbookError(
+            "the InferenceService CRD (serving.kserve.io) is not installed in this cluster, nor the LLMInferenceService CRD"
+        )
+    for listed in (isvcs, llmisvcs) if not isvcs.installed else (isvcs,):
+        if listed.failed:
+            raise RunbookError(f"cannot list {listed.kind}s {where}: {listed.reason}")
+    if not listing.targets:
         hint = "" if namespace is None else " (--all-namespaces looks everywhere)"
-        raise RunbookError(f"no InferenceService {where}: nothing to triage{hint}")
-    return sorted((kube.namespace(obj), kube.name(obj)) for obj in found)
+        looked = " or ".join(listed.kind for listed in listing.kinds if listed.status == "ok")
+        aside = "".join(f" ({note})" for note in listing_facts(listing.kinds) + listing_gaps(listing.kinds))
+        raise RunbookError(f"no {looked} {where}{aside}: nothing to triage{hint}")
+    return listing
+
+
+def listing_facts(listed: tuple[KindListed, ...]) -> list[str]:
+    """What the listing says about the cluster's setup: a kind whose CRD is not installed (not a gap)."""
+    return [f"the {item.kind} CRD is not installed, so none was listed" for item in listed if not item.installed]
+
+
+def listing_gaps(listed: tuple[KindListed, ...]) -> list[str]:
+    """Kinds whose LIST failed: services of that kind may exist that this fleet did not see."""
+    return [f"{item.kind}s could not be listed ({item.status}: {item.reason})" for item in listed if item.failed]
+
+
+def service_folder(fleet_dir: Path, target: Target) -> Path:
+    """Where a service's files go: ``<namespace>/<name>`` for an InferenceService (as always),
+    ``<namespace>/_llmisvc/<name>`` for an LLMInferenceService (docs/contracts.md#output-folder)."""
+    if target.is_llmisvc:
+        return child_path(fleet_dir, target.namespace, LLMISVC_FOLDER, target.isvc)
+    return child_path(fleet_dir, target.namespace, target.isvc)  # names from the cluster: safe components
 
 
 # ------------------------------------------------------------------------------------------ one service
@@ -232,17 +270,27 @@ class ServiceEntry:
     """One service's line in the fleet index."""
 
     namespace: str
-    isvc: str
+    isvc: str  # the service's name, whichever its kind (as in findings.json's target)
     status: str  # complete | partial | error
     reason: str = ""  # why it could not be triaged (status error)
     counts: Mapping[str, int] = field(default_factory=lambda: dict.fromkeys(SEVERITIES, 0))
     root_causes: tuple[str, ...] = ()
     deployment_mode: str = "unknown"
     path: str | None = None  # the service's folder relative to the fleet folder; None when nothing was written
+    kind: str = INFERENCE_SERVICE  # or LLMInferenceService
 
     @property
     def ref(self) -> str:
         return f"{self.namespace}/{self.isvc}"
+
+    @property
+    def label(self) -> str:
+        """``ref`` for people: an LLMInferenceService says so (one of each kind may share a name)."""
+        return self.ref if self.kind == INFERENCE_SERVICE else f"{self.ref} ({self.kind})"
+
+    @property
+    def target(self) -> Target:
+        return Target(self.namespace, self.isvc, self.kind)
 
     @property
     def partial(self) -> bool:
@@ -257,7 +305,7 @@ class ServiceEntry:
             return "error"
         return "warning" if self.counts["warning"] else "clean"
 
-    def sort_key(self) -> tuple[int, int, int, bool, str, str]:
+    def sort_key(self) -> tuple[int, int, int, bool, str, str, int]:
         """Worst first; among equals a partial run before a complete one, then by name."""
         return (
             _TIERS[self.tier],
@@ -266,6 +314,7 @@ class ServiceEntry:
             not self.partial,
             self.namespace,
             self.isvc,
+            TARGET_KINDS.index(self.kind) if self.kind in TARGET_KINDS else len(TARGET_KINDS),
         )
 
     def headline(self) -> str:
@@ -281,6 +330,7 @@ class ServiceEntry:
         return {
             "namespace": self.namespace,
             "isvc": self.isvc,
+            "kind": self.kind,
             "status": self.status,
             "partial": self.partial,
             "reason": self.reason,
@@ -306,6 +356,7 @@ def entry_from_findings(document: Mapping[str, Any], path: str) -> ServiceEntry:
         root_causes=tuple(document.get("root_causes") or ()),
         deployment_mode=str(target.get("deployment_mode") or "unknown"),
         path=path,
+        kind=str(target.get("kind") or INFERENCE_SERVICE),
     )
 
 
@@ -317,17 +368,18 @@ def _failure_reason(error: Exception) -> str:
 def triage_service(
     request: FleetRequest, shared: SharedSources, target: Target, fleet_dir: Path, seconds_left: float | None = None
 ) -> ServiceEntry:
-    """Triage one service into ``<fleet_dir>/<namespace>/<isvc>/``; an exception becomes an ``error`` entry.
+    """Triage one service into its :func:`service_folder`; an exception becomes an ``error`` entry.
 
     ``seconds_left``: what remains of the fleet's ``--deadline``; it becomes this service's own deadline.
     """
-    folder = child_path(fleet_dir, target.namespace, target.isvc)  # names from the cluster: safe components
+    folder = service_folder(fleet_dir, target)
     relative = folder.relative_to(fleet_dir).as_posix()
     window = shared.window
     params = replace(
         request.triage,
         namespace=target.namespace,
-        isvc=target.isvc,
+        isvc="" if target.is_llmisvc else target.isvc,
+        llmisvc=target.isvc if target.is_llmisvc else "",
         since=None,
         start=window.start.replace(microsecond=0),  # every service, and every notebook, sees the same window
         end=window.end.replace(microsecond=0),
@@ -345,7 +397,12 @@ def triage_service(
         if folder.is_dir() and not written:
             folder.rmdir()
         return ServiceEntry(
-            target.namespace, target.isvc, "error", _failure_reason(error), path=relative if written else None
+            target.namespace,
+            target.isvc,
+            "error",
+            _failure_reason(error),
+            path=relative if written else None,
+            kind=target.kind,
         )
     return entry_from_findings(document, relative)
 
@@ -354,7 +411,9 @@ def _run_notebook(params: TriageParams, folder: Path, cluster: ClusterSource) ->
     """The headless path of ``triage`` (papermill, nbconvert) into ``folder``; its findings.json document."""
     from nbhelpers.cli import headless
 
-    require_isvc(cluster, Target(params.namespace, params.isvc))  # as triage's preflight: fail before a kernel starts
+    target = params.target()
+    require = require_llmisvc if target.is_llmisvc else require_isvc
+    require(cluster, target)  # as triage's preflight: fail before a kernel starts
     folder.mkdir(parents=True, exist_ok=True)
     return headless.execute(params, folder, show_progress=False).findings
 
@@ -376,6 +435,7 @@ class FleetResult:
     shard: Shard | None = None
     listed: int = 0  # services in the scope before sharding
     caveats: tuple[str, ...] = ()  # what else the coverage line must say (fleet merge: missing shards ...)
+    listing: tuple[KindListed, ...] = ()  # what each kind's LIST answered (empty: not recorded)
     extra: Mapping[str, Any] = field(default_factory=dict)  # more top-level keys of fleet.json (fleet merge)
 
     @property
@@ -388,6 +448,11 @@ class FleetResult:
         if self.entries and all(entry.status == "error" for entry in self.entries):
             return 2
         return 1 if self.has_critical else 0
+
+    @property
+    def gaps(self) -> tuple[str, ...]:
+        """What the index could not cover beyond its services: kinds not listed, merge caveats."""
+        return (*listing_gaps(self.listing), *self.caveats)
 
     def totals(self) -> dict[str, int]:
         totals = {"services": len(self.entries), **dict.fromkeys(_TIERS, 0), "partial": 0}
@@ -405,6 +470,7 @@ class FleetResult:
             "window": self.window.to_json(),
             "sources": dict(self.sources),
             "shard": None if self.shard is None else {**self.shard.to_json(), "listed": self.listed},
+            "listing": [listed.to_json() for listed in self.listing],
             **self.extra,
             "totals": self.totals(),
             "services": [entry.to_json() for entry in self.entries],
@@ -422,24 +488,26 @@ def run_fleet(request: FleetRequest, clock: Callable[[], datetime] | None = None
     cluster = SharedReads(opened.cluster)
     shared = SharedSources(cluster, opened.metrics, opened.window)
     try:
-        listed = list_services(cluster, None if request.all_namespaces else request.triage.namespace)
+        listing = list_services(cluster, None if request.all_namespaces else request.triage.namespace)
         shard = request.shard
-        services = listed if shard is None else [service for service in listed if shard.owns(*service)]
+        services = [target for target in listing.targets if shard is None or shard.owns(target.namespace, target.isvc)]
         out_dir = _output_dir(request, now())
-        notify(f"fleet: {len(services)} InferenceService(s) in {request.scope_label} -> {out_dir}")
+        notify(f"fleet: {_counted(services)} in {request.scope_label} -> {out_dir}")
+        for note in listing_facts(listing.kinds) + listing_gaps(listing.kinds):
+            notify(f"fleet: {note}")
         entries: list[ServiceEntry] = []
-        for index, (namespace, isvc) in enumerate(services):
+        for index, target in enumerate(services):
             seconds_left = None if deadline is None else deadline - time.monotonic()
             if seconds_left is not None and seconds_left <= 0:
                 given = request.triage.to_text()["deadline"]
                 reason = f"not triaged: --deadline {given} was reached before its turn"
-                entry = ServiceEntry(namespace, isvc, "error", reason)
+                entry = ServiceEntry(target.namespace, target.isvc, "error", reason, kind=target.kind)
             else:
-                entry = triage_service(request, shared, Target(namespace, isvc), out_dir, seconds_left)
+                entry = triage_service(request, shared, target, out_dir, seconds_left)
             entries.append(entry)
-            notify(f"[{index + 1}/{len(services)}] {entry.ref}: {entry.headline()}")
-            if index + 1 == len(services) or services[index + 1][0] != namespace:
-                cluster.release(namespace)
+            notify(f"[{index + 1}/{len(services)}] {entry.label}: {entry.headline()}")
+            if index + 1 == len(services) or services[index + 1].namespace != target.namespace:
+                cluster.release(target.namespace)
     finally:
         cluster.close()
         if opened.metrics is not None:
@@ -455,10 +523,18 @@ def run_fleet(request: FleetRequest, clock: Callable[[], datetime] | None = None
         entries=tuple(sorted(entries, key=ServiceEntry.sort_key)),
         notebooks=request.notebooks,
         shard=request.shard,
-        listed=len(listed),
+        listed=len(listing.targets),
+        listing=listing.kinds,
     )
     write_index(result)
     return result
+
+
+def _counted(targets: list[Target]) -> str:
+    """``3 InferenceService(s)``, or ``3 InferenceService(s) and 1 LLMInferenceService(s)``."""
+    counts = {kind: sum(1 for target in targets if target.kind == kind) for kind in TARGET_KINDS}
+    shown = [f"{count} {kind}(s)" for kind, count in counts.items() if count or kind == INFERENCE_SERVICE]
+    return " and ".join(shown)
 
 
 def _output_dir(request: FleetRequest, now: datetime) -> Path:
@@ -500,20 +576,21 @@ def coverage_caveat(result: FleetResult) -> str:
     if errors:
         notes.append(
             f"{len(errors)} of {total} could not be triaged: "
-            + _named(errors, lambda entry: f"{entry.ref} ({entry.reason})")
+            + _named(errors, lambda entry: f"{entry.label} ({entry.reason})")
         )
     if partial:
         notes.append(
             f"{len(partial)} of {total} ran with reads missing (partial): "
-            + _named(partial, lambda entry: entry.ref)
+            + _named(partial, lambda entry: entry.label)
             + "; each one's summary.md opens with what it could not see"
         )
     if result.sources.get("prometheus") == "none":
         notes.append("no Prometheus configured (--prometheus), so nothing was judged from metrics")
-    notes += result.caveats
+    notes += result.gaps
+    facts = listing_facts(result.listing)
     if not notes:
-        return "Coverage: every service was triaged and every read succeeded."
-    return "Coverage: could not see everything: " + "; ".join(notes) + "."
+        return "Coverage: every service was triaged and every read succeeded" + "".join(f"; {f}" for f in facts) + "."
+    return "Coverage: could not see everything: " + "; ".join(notes + facts) + "."
 
 
 def _cell(text: str) -> str:
@@ -548,6 +625,7 @@ def _row(position: int, entry: ServiceEntry, notebooks: bool) -> str:
     cells = [
         str(position),
         _cell(entry.ref),
+        _cell(entry.kind),
         _cell(entry.deployment_mode),
         *counts,
         top,
@@ -561,7 +639,7 @@ def _facts(result: FleetResult) -> list[str]:
     """The lines under the title: totals, window, sources, time."""
     totals = result.totals()
     return [
-        f"{totals['services']} InferenceService(s): {totals['critical']} with critical findings, "
+        f"{service_count(result)}: {totals['critical']} with critical findings, "
         f"{totals['error']} not triaged, {totals['warning']} with warnings only, {totals['clean']} with neither "
         f"({totals['partial']} partial).",
         f"Window: {window_text(result.window)}",
@@ -570,11 +648,21 @@ def _facts(result: FleetResult) -> list[str]:
     ]
 
 
+def service_count(result: FleetResult) -> str:
+    """``4 InferenceService(s)``, or with LLMInferenceServices ``5 service(s) (4 InferenceService, 1 LLMInferenceService)``."""
+    counts = {kind: sum(1 for entry in result.entries if entry.kind == kind) for kind in TARGET_KINDS}
+    if not counts[LLM_INFERENCE_SERVICE]:
+        return f"{len(result.entries)} InferenceService(s)"
+    split = ", ".join(f"{count} {kind}" for kind, count in counts.items())
+    return f"{len(result.entries)} service(s) ({split})"
+
+
 def fleet_html_page(result: FleetResult) -> str:
     """fleet.html: the same rows as fleet.md in a table that sorts by any column, offline."""
     rows = [
         IndexRow(
             service=entry.ref,
+            kind=entry.kind,
             mode=entry.deployment_mode,
             counts=None
             if entry.status == "error"
@@ -598,8 +686,8 @@ def fleet_markdown(result: FleetResult) -> str:
         "",
         *(f"- {fact}" for fact in facts),
         "",
-        "| # | InferenceService | mode | critical | warning | info | top root cause | run | files |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| # | service | kind | mode | critical | warning | info | top root cause | run | files |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [_row(position, entry, result.notebooks) for position, entry in enumerate(result.entries, 1)]
     lines += [

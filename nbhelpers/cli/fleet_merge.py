@@ -9,7 +9,9 @@ left out and counted, a ``path`` is linked only when it is a plain relative path
 its shard's folder, and every text is escaped where it is shown. What the merged index cannot
 vouch for goes into its coverage line: folders missing or unreadable, shard indices absent (from
 the shards' own ``shard.count``), services found in two folders (the most recently generated is
-kept), and shards whose scope, window or listing disagree.
+kept), and shards whose scope, window or listing disagree. A service is one kind and name in one
+namespace: an InferenceService and an LLMInferenceService of the same name are two services (an
+entry without ``kind``, written before fleet listed LLMInferenceServices, is an InferenceService).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import Any
 
 from nbhelpers.cli.fleet import FLEET_SCHEMA_ID, MAX_LISTED, SEVERITIES, FleetResult, ServiceEntry, Shard, write_index
 from nbhelpers.errors import RunbookError
+from nbhelpers.evidence.listing import KindListed
+from nbhelpers.evidence.model import INFERENCE_SERVICE, TARGET_KINDS
 from nbhelpers.util.safe_paths import UnsafePath, inside
 from nbhelpers.util.times import Window, parse_time
 
@@ -97,6 +101,9 @@ def _entry(item: Any, folder: Path) -> ServiceEntry | None:
     reason, mode = item.get("reason") or "", item.get("deployment_mode") or "unknown"
     if not isinstance(reason, str) or not isinstance(mode, str):
         return None
+    kind = item.get("kind") or INFERENCE_SERVICE
+    if kind not in TARGET_KINDS:
+        return None
     return ServiceEntry(
         namespace=namespace,
         isvc=isvc,
@@ -106,6 +113,7 @@ def _entry(item: Any, folder: Path) -> ServiceEntry | None:
         root_causes=tuple(causes),
         deployment_mode=mode,
         path=_checked_path(item.get("path"), folder),
+        kind=str(kind),
     )
 
 
@@ -221,16 +229,41 @@ def _shard_caveats(shards: Sequence[ShardRead], merged: int) -> list[str]:
     return notes
 
 
+_LISTING_ORDER = ("ok", "not_installed")  # any other status (a failed LIST) outranks both
+
+
+def merged_listing(shards: Sequence[ShardRead]) -> tuple[KindListed, ...]:
+    """Per kind, the worst LIST answer among the shards (a failure, then not installed, then ok)."""
+    worst: dict[str, KindListed] = {}
+    for shard in shards:
+        listing = shard.document.get("listing")
+        for item in listing if isinstance(listing, list) else []:
+            if not isinstance(item, dict) or item.get("kind") not in TARGET_KINDS:
+                continue
+            status, count, reason = item.get("status"), item.get("services"), item.get("reason") or ""
+            if not (isinstance(status, str) and status and isinstance(count, int) and isinstance(reason, str)):
+                continue
+            listed = KindListed(str(item["kind"]), status, count, reason)
+            known = worst.get(listed.kind)
+            if known is None or _listing_rank(listed) > _listing_rank(known):
+                worst[listed.kind] = listed
+    return tuple(worst[kind] for kind in TARGET_KINDS if kind in worst)
+
+
+def _listing_rank(listed: KindListed) -> int:
+    return _LISTING_ORDER.index(listed.status) if listed.status in _LISTING_ORDER else len(_LISTING_ORDER)
+
+
 def merge_shards(reads: Sequence[ShardRead], out_dir: Path) -> tuple[list[ServiceEntry], list[dict[str, Any]]]:
     """One entry per service with its path made relative to ``out_dir``; and the duplicates found.
 
     A service in two folders keeps the entry of the most recently generated shard (the first given
     among equals)."""
-    chosen: dict[tuple[str, str], tuple[ShardRead, ServiceEntry]] = {}
-    seen_in: dict[tuple[str, str], list[Path]] = {}
+    chosen: dict[tuple[str, str, str], tuple[ShardRead, ServiceEntry]] = {}
+    seen_in: dict[tuple[str, str, str], list[Path]] = {}
     for read in reads:
         for entry in read.entries:
-            key = (entry.namespace, entry.isvc)
+            key = (entry.namespace, entry.isvc, entry.kind)
             seen_in.setdefault(key, []).append(read.folder)
             if key not in chosen or read.generated_at > chosen[key][0].generated_at:
                 chosen[key] = (read, entry)
@@ -242,6 +275,7 @@ def merge_shards(reads: Sequence[ShardRead], out_dir: Path) -> tuple[list[Servic
         {
             "namespace": key[0],
             "isvc": key[1],
+            "kind": key[2],
             "kept": _relative_to(chosen[key][0].folder, out_dir),
             "folders": [_relative_to(folder, out_dir) for folder in folders],
         }
@@ -319,6 +353,7 @@ def run_merge(request: MergeRequest, clock: Callable[[], datetime] | None = None
         entries=tuple(sorted(entries, key=ServiceEntry.sort_key)),
         notebooks=_every_report_written(out_dir, entries),
         caveats=tuple(caveats),
+        listing=merged_listing(reads),
         extra={
             "merged_from": [
                 {

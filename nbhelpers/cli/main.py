@@ -200,7 +200,9 @@ def capture(**options: Any) -> None:
 
 
 @cli.group("fleet", invoke_without_command=True)
-@click.option("--namespace", "-n", default="", help="Namespace whose InferenceServices to triage.")
+@click.option(
+    "--namespace", "-n", default="", help="Namespace whose InferenceServices and LLMInferenceServices to triage."
+)
 @_live_options
 @_window_options
 @click.option("--all-namespaces", "-A", is_flag=True, help="Every namespace (one cluster-wide list).")
@@ -217,7 +219,7 @@ def capture(**options: Any) -> None:
 @FAIL_ON_PARTIAL
 @click.pass_context
 def fleet_command(context: click.Context, /, **options: Any) -> None:
-    """Triage every InferenceService of a namespace (or all): files per service, fleet.md worst first.
+    """Triage every InferenceService and LLMInferenceService of a namespace (or all): files per service, fleet.md worst first.
 
     'fleet merge DIR... --out DIR' joins the folders of sharded runs into one index."""
     if context.invoked_subcommand is not None:
@@ -243,17 +245,19 @@ def fleet_command(context: click.Context, /, **options: Any) -> None:
 
 def _fleet_outcome(result: FleetResult, options: dict[str, Any]) -> NoReturn:
     """Where the index is, the totals, and the exit code of a fleet run or merge."""
+    from nbhelpers.cli.fleet import service_count
+
     totals = result.totals()
     click.echo(f"fleet: {result.out_dir / 'fleet.md'}")
     click.echo(
-        f"{totals['services']} InferenceService(s): {totals['critical']} critical, {totals['error']} not triaged, "
+        f"{service_count(result)}: {totals['critical']} critical, {totals['error']} not triaged, "
         f"{totals['warning']} warning only, {totals['partial']} partial"
     )
     blind = totals["partial"] + totals["error"]
     reason = f"{blind} service(s) not fully seen"
-    if result.caveats:  # fleet merge: folders missing, shards absent ...
-        reason += f" and {len(result.caveats)} gap(s) in the merge"
-    _fail_if_partial(options, blind > 0 or bool(result.caveats), f"{reason}; see {result.out_dir / 'fleet.md'}")
+    if result.gaps:  # a kind that could not be listed; fleet merge: folders missing, shards absent ...
+        reason += f" and {len(result.gaps)} gap(s) in the listing or the merge"
+    _fail_if_partial(options, blind > 0 or bool(result.gaps), f"{reason}; see {result.out_dir / 'fleet.md'}")
     sys.exit(result.exit_code)
 
 

@@ -31,6 +31,23 @@ causes. The patterns, with where their wording comes from:
   https://github.com/defilantech/LLMKube/issues/1030).
 
 Anything else that ends a start-up with an exception is class ``unknown``: the line is still quoted.
+
+A container whose output holds no Python exception still says why it stopped, in other words (class ``unknown``,
+read only when no exception line is found, see :data:`OTHER_FAILURE`):
+
+- KServe's model servers log the exception's message through their logger and exit 1: ``kserve ERROR
+  [__main__.py:<module>():254] Failed to start model server: integer division or modulo by zero``
+  (python/huggingfaceserver/huggingfaceserver/__main__.py; the whole log of https://github.com/kserve/kserve/issues/3769);
+  current releases add the traceback, whose last line is then quoted as above;
+- the container runtime cannot start the entrypoint and the log holds one line: ``exec /opt/venv/bin/vllm: exec
+  format error`` (an amd64 image on an arm64 node, https://github.com/vllm-project/vllm/issues/30076; a Go binary in
+  https://github.com/kubernetes/node-problem-detector/issues/797), older runc's ``standard_init_linux.go:219: exec
+  user process caused: exec format error`` (https://github.com/canonical/microk8s/issues/1942), ``exec
+  /usr/bin/python3: no such file or directory``; or the start itself fails and the kubelet keeps the runtime's words
+  as the termination message (reason ``StartError``, exit code 128): ``exec: "vllm": executable file not found in
+  $PATH: unknown`` (https://github.com/vllm-project/production-stack/issues/454);
+- Go and Rust programs (a custom sidecar, a router): ``panic: ...``, ``fatal error: ...``, ``thread 'main' panicked
+  at ...``, a logger's ``level=fatal`` / ``F0115 ...`` line.
 """
 
 from __future__ import annotations
@@ -80,6 +97,14 @@ _WRAPPER = re.compile(
     r"|See stack trace \(above\) for the root cause"
 )
 _NOISE = re.compile(r"^\s*(?:Traceback|File \"|\^+$)")
+# How programs other than a Python traceback say they failed (sources in the module docstring). Read only when a
+# container's output has no exception line, so vLLM's own ERROR lines never outrank its exception.
+OTHER_FAILURE = re.compile(
+    r"(?i:\bexec\b[^:]{0,200}: (?:no such file or directory|exec format error|permission denied))"
+    r"|exec user process caused|executable file not found in \$PATH|error while loading shared libraries"
+    r"|^(?:panic|fatal error): |\bpanicked at\b"
+    r"|\b(?:ERROR|CRITICAL|FATAL|Fatal)\b|\blevel=(?:error|fatal)\b|^[EF]\d{4} \d\d:\d\d:\d\d"
+)
 # Lines the dedicated memory codes own (GPU_OOM, VLLM_KV_CAPACITY_EXCEEDED): never classified here.
 OWNED_ELSEWHERE = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|KV cache is needed|stored in KV cache"
@@ -129,15 +154,32 @@ def _classified(line: str) -> bool:
     return classify(line)[0] != UNKNOWN
 
 
+def _other_failures(text: str) -> list[str]:
+    """Failure lines in other programs' words; one that ends with a colon takes the next line with it (since Rust
+    1.73 a panic prints ``thread 'main' panicked at src/main.rs:14:10:`` and its message on the line after)."""
+    lines = [line for line in (strip_log_timestamp(line) for line in text.splitlines()) if line]
+    found = []
+    for index, line in enumerate(lines):
+        if _NOISE.match(line) or not OTHER_FAILURE.search(line):
+            continue
+        follows = lines[index + 1] if index + 1 < len(lines) else ""
+        found.append(f"{line} {follows}" if line.endswith(":") and follows else line)
+    return found
+
+
 def last_error(text: str) -> tuple[str, re.Match[str] | None, str] | None:
-    """The cause class, its match and the line of the last classified error in ``text``; else its last exception."""
+    """The cause class, its match and the line of the last classified error in ``text``; else its last exception;
+    else, for output without a Python exception, its last failure line in another program's words."""
     lines = _error_lines(text)
     for line in reversed(lines):
         cause, match = classify(line)
         if cause != UNKNOWN:
             return cause, match, line
     causes = [line for line in lines if not _WRAPPER.search(line)] or lines
-    return (UNKNOWN, None, causes[-1]) if causes else None
+    if causes:
+        return UNKNOWN, None, causes[-1]
+    other = _other_failures(text)
+    return (UNKNOWN, None, other[-1]) if other else None
 
 
 def _terminated(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -207,6 +249,19 @@ def find(
     classified = [error for error in found if error.cause != UNKNOWN]
     chosen = classified or found
     return failing_pods, chosen[0] if chosen else None
+
+
+def failing_sidecars(pods: Sequence[Mapping[str, Any]], serving: str) -> list[str]:
+    """Names of the pods' other regular containers that are not ready and whose run ended by itself with an error
+    (a custom sidecar that crashes keeps the pod unready as surely as the model server would). Init containers are
+    the resources step's (``RESOURCES_INIT_CONTAINER_FAILED``)."""
+    names: list[str] = []
+    for pod in pods:
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            name = str(status.get("name"))
+            if name != serving and name not in names and failing(status):
+                names.append(name)
+    return names
 
 
 def confirmed_while_running(error: EngineError, server: vllm_args.ServerCommand, serving: Mapping[str, Any]) -> bool:

@@ -2,7 +2,8 @@
 
 The panel lets an on-call engineer run the whole triage without editing code:
 pick the source (live cluster: kube context from the kubeconfig, namespace and
-InferenceService listed from the cluster; a scenario from the bundled library;
+service listed from the cluster, InferenceServices and LLMInferenceServices, each
+labelled by kind; a scenario from the bundled library;
 or an evidence bundle), the Prometheus URL, the window (presets or a custom
 range) and the symptom, then press "Run all", or run one step at a time.
 
@@ -17,7 +18,7 @@ a single step goes through ``run_step()`` on evidence gathered once by
 same. Headless runs never get here (see :func:`nbhelpers.notebook.start_triage`).
 
 The logic the widgets wire together lives in small functions without widgets
-(kubeconfig contexts, InferenceService listing, window presets, choices to
+(kubeconfig contexts, service listing, window presets, choices to
 ``TriageParams``, :class:`TriageSession`), so it is tested without a browser.
 """
 
@@ -36,12 +37,12 @@ from typing import Any
 
 from nbhelpers.checks import STEP_BY_ID, STEP_IDS, STEPS, check_for
 from nbhelpers.errors import ReadFailed, RunbookError
-from nbhelpers.evidence.model import Evidence
+from nbhelpers.evidence.listing import KindListed, list_targets, target_order
+from nbhelpers.evidence.model import INFERENCE_SERVICE, LLM_INFERENCE_SERVICE, Evidence, Target
 from nbhelpers.findings.model import rank_root_causes
 from nbhelpers.render.symptoms import SYMPTOMS, Symptom, reading_order, step_anchor, step_heading, symptom_for
 from nbhelpers.scenarios import DEFAULT_SCENARIO, ScenarioSpec, list_scenarios, scenario_bundle
 from nbhelpers.sources.base import ClusterSource
-from nbhelpers.sources.kinds import INFERENCE_SERVICE
 from nbhelpers.triage import (
     Progress,
     StepResult,
@@ -123,12 +124,30 @@ def kube_contexts(kubeconfig: str) -> KubeContexts:
     return KubeContexts(tuple(names), current if current in names else "", namespaces)
 
 
-# ----------------------------------------------------------------------- InferenceServices on the cluster
+# ------------------------------------------------------------------------------- services on the cluster
+
+_KIND_SUFFIX = f" ({LLM_INFERENCE_SERVICE})"
+
+
+def service_label(target: Target) -> str:
+    """How the service picker shows a service: an InferenceService by its name (as always), an
+    LLMInferenceService as ``name (LLMInferenceService)``. Kubernetes names hold no space or
+    parenthesis, so the label reads back unambiguously (:func:`service_of_label`)."""
+    return target.isvc + _KIND_SUFFIX if target.is_llmisvc else target.isvc
+
+
+def service_of_label(label: str) -> tuple[str, str]:
+    """(name, kind) of a picker label, or of a typed name (an InferenceService)."""
+    text = label.strip()
+    if text.endswith(_KIND_SUFFIX):
+        return text.removesuffix(_KIND_SUFFIX).strip(), LLM_INFERENCE_SERVICE
+    return text, INFERENCE_SERVICE
 
 
 @dataclass(frozen=True)
 class ServiceListing:
-    """InferenceService names by namespace, and a note when the list could not cover every namespace."""
+    """Picker labels of the services (both kinds) by namespace, and a note when the list could not cover
+    every namespace."""
 
     services: Mapping[str, tuple[str, ...]]
     note: str = ""
@@ -138,36 +157,58 @@ class ServiceListing:
         return tuple(sorted(self.services))
 
 
-def services_by_namespace(objects: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, ...]]:
-    grouped: dict[str, list[str]] = {}
-    for obj in objects:
-        metadata = obj.get("metadata") or {}
-        grouped.setdefault(str(metadata.get("namespace") or ""), []).append(str(metadata.get("name") or ""))
-    return {namespace: tuple(sorted(names)) for namespace, names in grouped.items() if namespace}
+def services_by_namespace(targets: Iterable[Target]) -> dict[str, tuple[str, ...]]:
+    grouped: dict[str, list[Target]] = {}
+    for target in targets:
+        if target.namespace:
+            grouped.setdefault(target.namespace, []).append(target)
+    return {
+        namespace: tuple(service_label(target) for target in sorted(found, key=target_order))
+        for namespace, found in grouped.items()
+    }
 
 
 def list_services(cluster: ClusterSource, namespace: str | None) -> dict[str, tuple[str, ...]]:
-    """InferenceServices in ``namespace`` (``None``: every namespace). Raises ``ReadFailed``."""
-    return services_by_namespace(cluster.list(INFERENCE_SERVICE, namespace))
+    """Both kinds in ``namespace`` (``None``: every namespace). A kind whose CRD is not installed is
+    skipped; ``ReadFailed`` when no installed kind could be listed."""
+    listing = list_targets(cluster, namespace)
+    failed = [listed for listed in listing.kinds if listed.failed]
+    if failed and not any(listed.status == "ok" for listed in listing.kinds):
+        raise ReadFailed(f"{failed[0].kind}s", failed[0].status, failed[0].reason)
+    return services_by_namespace(listing.targets)
+
+
+def _kinds_text(listed: list[KindListed]) -> str:
+    return " or ".join(f"{item.kind}s" for item in listed)
 
 
 def discover_services(cluster: ClusterSource, fallback_namespace: str) -> ServiceListing:
-    """Every namespace holding an InferenceService; only ``fallback_namespace`` when listing all is refused.
+    """Every namespace holding an InferenceService or an LLMInferenceService; for a kind that cannot be
+    listed across namespaces, only ``fallback_namespace``.
 
-    Listing InferenceServices across namespaces finds the namespaces worth offering
-    without the right to list namespaces, which on-call accounts often lack.
+    Listing the services across namespaces finds the namespaces worth offering
+    without the right to list namespaces, which on-call accounts often lack. A kind whose CRD is not
+    installed (KServe before 0.16 has no LLMInferenceService) is simply absent from the picker.
     """
-    try:
-        return ServiceListing(list_services(cluster, None))
-    except ReadFailed as everywhere:
-        if everywhere.status in ("not_installed", "unreachable", "timeout"):
-            return ServiceListing({}, f"cannot list InferenceServices: {everywhere.status}: {everywhere.reason}")
-        wide = f"cannot list InferenceServices in all namespaces ({everywhere.status})"
-    try:
-        found = list_services(cluster, fallback_namespace)
-    except ReadFailed as local:
-        return ServiceListing({}, f"{wide}, nor in {fallback_namespace} ({local.status}): type the namespace")
-    return ServiceListing(found or {fallback_namespace: ()}, f"{wide}: showing {fallback_namespace}; type another")
+    everywhere = list_targets(cluster, None)
+    broken = [listed for listed in everywhere.kinds if listed.status in ("unreachable", "timeout")]
+    if broken or not any(listed.installed for listed in everywhere.kinds):
+        shown = broken[0] if broken else everywhere.kinds[0]
+        return ServiceListing({}, f"cannot list {shown.kind}s: {shown.status}: {shown.reason}")
+    refused = [listed for listed in everywhere.kinds if listed.failed]
+    if not refused:
+        return ServiceListing(services_by_namespace(everywhere.targets))
+    wide = f"cannot list {_kinds_text(refused)} in all namespaces ({refused[0].status})"
+    refused_kinds = {listed.kind for listed in refused}
+    local = list_targets(cluster, fallback_namespace)
+    still = [listed for listed in local.kinds if listed.kind in refused_kinds and listed.failed]
+    found = [target for target in everywhere.targets if target.kind not in refused_kinds]
+    found += [target for target in local.targets if target.kind in refused_kinds]
+    if still:
+        note = f"{wide}, nor in {fallback_namespace} ({still[0].status}): type the namespace"
+        return ServiceListing(services_by_namespace(found), note)
+    note = f"{wide}: showing {fallback_namespace}; type another"
+    return ServiceListing(services_by_namespace(found) or {fallback_namespace: ()}, note)
 
 
 def open_cluster(kubeconfig: str, context: str) -> ClusterSource:
@@ -187,7 +228,7 @@ class PanelChoices:
     kubeconfig: str = ""
     context: str = ""
     namespace: str = ""
-    isvc: str = ""
+    isvc: str = ""  # the service picker's text: a name, or a label naming the kind (service_label)
     scenario: str = DEFAULT_SCENARIO
     bundle: str = ""
     prometheus: str = ""
@@ -238,21 +279,24 @@ def params_for(
     window = window_fields(choices.window, choices.start, choices.end)
     chosen: dict[str, Any] = {"prometheus": choices.prometheus.strip(), **window}
     if choices.source == SOURCE_CLUSTER:
-        if not (choices.namespace.strip() and choices.isvc.strip()):
-            raise RunbookError("pick a namespace and an InferenceService (or another source)")
+        name, kind = service_of_label(choices.isvc)
+        if not (choices.namespace.strip() and name):
+            raise RunbookError("pick a namespace and an InferenceService or LLMInferenceService (or another source)")
+        llmisvc = kind == LLM_INFERENCE_SERVICE
         chosen |= {
             "kubeconfig": choices.kubeconfig.strip(),
             "context": choices.context,
             "namespace": choices.namespace.strip(),
-            "isvc": choices.isvc.strip(),
+            "isvc": "" if llmisvc else name,
+            "llmisvc": name if llmisvc else "",
             "bundle": "",
         }
     elif choices.source == SOURCE_SCENARIO:
-        chosen |= {"bundle": str(bundle_of(choices.scenario)), "namespace": "", "isvc": ""}
+        chosen |= {"bundle": str(bundle_of(choices.scenario)), "namespace": "", "isvc": "", "llmisvc": ""}
     elif choices.source == SOURCE_BUNDLE:
         if not choices.bundle.strip():
             raise RunbookError("give the path of an evidence bundle (a folder or a .tar.gz)")
-        chosen |= {"bundle": choices.bundle.strip(), "namespace": "", "isvc": ""}
+        chosen |= {"bundle": choices.bundle.strip(), "namespace": "", "isvc": "", "llmisvc": ""}
     else:
         raise RunbookError(f"unknown source {choices.source!r}")
     return params_from_text({**base.to_text(), **chosen})
@@ -262,7 +306,7 @@ def initial_choices(base: TriageParams, has_kubeconfig: bool) -> PanelChoices:
     """The panel's first state: the notebook's parameters; a live cluster when a kubeconfig exists."""
     if base.bundle:
         source = SOURCE_BUNDLE
-    elif base.namespace or base.isvc or base.context or base.kubeconfig or has_kubeconfig:
+    elif base.namespace or base.isvc or base.llmisvc or base.context or base.kubeconfig or has_kubeconfig:
         source = SOURCE_CLUSTER
     else:
         source = SOURCE_SCENARIO
@@ -273,7 +317,7 @@ def initial_choices(base: TriageParams, has_kubeconfig: bool) -> PanelChoices:
         kubeconfig=base.kubeconfig,
         context=base.context,
         namespace=base.namespace,
-        isvc=base.isvc,
+        isvc=base_label(base),
         bundle=base.bundle,
         prometheus=base.prometheus,
         window=CUSTOM_WINDOW if custom else preset_for(base.since),
@@ -282,13 +326,18 @@ def initial_choices(base: TriageParams, has_kubeconfig: bool) -> PanelChoices:
     )
 
 
+def base_label(base: TriageParams) -> str:
+    """The picker text of the service the notebook's parameters name (``isvc`` or ``llmisvc``)."""
+    return service_label(base.target()) if base.isvc or base.llmisvc else ""
+
+
 def scenario_label(spec: ScenarioSpec) -> str:
     """How the scenario picker names a scenario."""
     return f"{spec.name}: {spec.title} ({spec.symptom}, {spec.difficulty})"
 
 
 def has_target(params: TriageParams) -> bool:
-    return bool(params.bundle or (params.namespace and params.isvc))
+    return bool(params.bundle or (params.namespace and (params.isvc or params.llmisvc)))
 
 
 # ------------------------------------------------------------------------------------------- session
@@ -532,7 +581,7 @@ class TriagePanel:
             self._load_contexts()
 
     def _build_target_inputs(self, widgets: Any, first: PanelChoices) -> None:
-        """Source switch; context, namespace and InferenceService; scenario; bundle path."""
+        """Source switch; context, namespace and service (either kind); scenario; bundle path."""
 
         def wide() -> Any:  # a Layout per widget: hiding one section must not hide the others
             return widgets.Layout(width="36em")
@@ -553,7 +602,8 @@ class TriagePanel:
         self.isvc = widgets.Combobox(
             value=first.isvc,
             options=[],
-            description="InferenceService",
+            description="Service",
+            placeholder="an InferenceService, or an LLMInferenceService by its label",
             style=LABELS,
             ensure_option=False,
             layout=wide(),
@@ -710,7 +760,7 @@ class TriagePanel:
     def _load_services(self) -> None:
         contexts = self.contexts
         fallback = contexts.namespace_of(str(self.context.value or "")) if contexts else "default"
-        self.status.value = f'<div style="{_BOX}">listing InferenceServices…</div>'
+        self.status.value = f'<div style="{_BOX}">listing InferenceServices and LLMInferenceServices…</div>'
         try:
             cluster = open_cluster(str(self.kubeconfig.value), str(self.context.value or ""))
         except RunbookError as error:
@@ -740,12 +790,12 @@ class TriagePanel:
             try:
                 names = list_services(cluster, namespace).get(namespace, ())
             except ReadFailed as failed:
-                self.message.value = message_html(f"cannot list InferenceServices in {namespace}: {failed.reason}")
+                self.message.value = message_html(f"cannot list {failed.what} in {namespace}: {failed.reason}")
                 names = ()
             finally:
                 cluster.close()
         current = str(self.isvc.value)
-        given = (namespace, current) == (self.base.namespace, self.base.isvc)  # the parameters' target: kept
+        given = (namespace, current) == (self.base.namespace, base_label(self.base))  # the parameters' target: kept
         keep = bool(current) and (current in (names or ()) or given)
         self._fill(self.isvc, list(names or ()), current if keep or not names else names[0])
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
-_COLUMNS = ("#", "InferenceService", "mode", "critical", "warning", "info", "top root cause", "run", "files")
+_COLUMNS = ("#", "service", "kind", "mode", "critical", "warning", "info", "top root cause", "run", "files")
 
 _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5rem; color: #1b1b1b; }
@@ -23,8 +23,8 @@ th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: left; vert
 th { background: #f0f0f0; cursor: pointer; user-select: none; }
 th[aria-sort=ascending]::after { content: " \\25B2"; }
 th[aria-sort=descending]::after { content: " \\25BC"; }
-tr.critical td:nth-child(4) { background: #fbd5d5; font-weight: bold; }
-tr.error td:nth-child(8) { background: #fde8c8; }
+tr.critical td:nth-child(5) { background: #fbd5d5; font-weight: bold; }
+tr.error td:nth-child(9) { background: #fde8c8; }
 .caveat { font-style: italic; }
 """
 
@@ -54,7 +54,8 @@ document.querySelectorAll("th").forEach((header, column) => {
 class IndexRow:
     """One service's row; ``counts`` is ``None`` when it could not be triaged."""
 
-    service: str
+    service: str  # namespace/name
+    kind: str  # InferenceService | LLMInferenceService
     mode: str
     counts: tuple[int, int, int] | None
     top_cause: str
@@ -82,6 +83,7 @@ def _row(position: int, row: IndexRow) -> str:
     cells = [
         f'<td data-sort="{position}">{position}</td>',
         f"<td>{_text(row.service)}</td>",
+        f"<td>{_text(row.kind)}</td>",
         f"<td>{_text(row.mode)}</td>",
         *count_cells,
         f"<td><code>{_text(row.top_cause)}</code></td>" if row.top_cause else "<td>–</td>",

@@ -52,7 +52,8 @@ What is deliberately kept. Ordinary words around these names are not secrets: "t
 ``max_tokens=4096``, ``--max-num-batched-tokens 32768``, ``--tokenizer``, ``tokenizer_mode``,
 ``return_tokens_as_token_ids``, ``eos_token: </s>`` and other special tokens of a tokenizer, a numeric
 ``token`` (a token id), ``secretName``/``secretKeyRef`` references, ``auth_enabled: true``, values
-``None``/``null``/``true``/``false``, an ``Authorization header is missing`` message, the scheme of an
+``None``/``null``/``true``/``false``, an ``Authorization header is missing`` message, the reason after
+containerd's ``failed to fetch anonymous token:`` / ``oauth token:`` (a pull error), the scheme of an
 Authorization header, "Bearer authentication", a ``cache key: …`` (a bare "key" is not a credential
 name outside a query string), and Kubernetes names (lowercase, so never taken for an ``sk-…`` key).
 
@@ -131,6 +132,27 @@ def _not_all_lower(match: re.Match[str]) -> bool:
 def _not_a_token_id(match: re.Match[str]) -> bool:
     """A bare number after a ``token`` name is a token id (logprobs, tokenizer output), not a credential."""
     return not (match.group("secret").isdigit() and match.group("word").lower().endswith("token"))
+
+
+# containerd's registry client wraps the error of its token request as "failed to fetch anonymous token: <why>"
+# or "failed to fetch oauth token: <why>" (the why: 'unexpected status from GET request to https://auth.docker.io/
+# token?...: 401 Unauthorized', 'Get "https://...": dial tcp ...: i/o timeout'), and kubelet puts that text in an
+# ErrImagePull event and the container's waiting message (ciiiii/cloudflare-docker-proxy#62, moby/buildkit#4456,
+# docker-library/tomcat#321). What follows "token:" there is the reason the pull failed, never a credential.
+_TOKEN_FETCH_ERROR = re.compile(r"(?i)\bfetch(?:ing)?[ \t]{1,8}(?:an[ \t]{1,8})?(?:anonymous|oauth)[ \t]{1,8}$")
+
+
+def _not_a_fetch_error(match: re.Match[str]) -> bool:
+    """Not the reason of a failed token request ("failed to fetch anonymous token: unexpected status ...")."""
+    if match.group("word").lower() != "token" or "=" in match.string[match.end("word") : match.start("secret")]:
+        return True  # the error is written "token: why"; "token=value" stays a credential
+    before = match.string[max(0, match.start("word") - 40) : match.start("word")]
+    return not _TOKEN_FETCH_ERROR.search(before)
+
+
+def _a_credential(match: re.Match[str]) -> bool:
+    """The value after a credential name is one: neither a token id nor a token request's error."""
+    return _not_a_token_id(match) and _not_a_fetch_error(match)
 
 
 @dataclass(frozen=True)
@@ -227,12 +249,12 @@ _RULES: tuple[_Rule | _LineRules, ...] = (
             _rule(
                 "credential value in double quotes",
                 rf'(?i)(?P<keep>(?P<word>{_CREDENTIAL_WORD}){_SEPARATOR}\\?"){_NOT_REDACTED}(?P<secret>[^"\\\r\n]{{1,1024}})',
-                applies=_not_a_token_id,
+                applies=_a_credential,
             ),
             _rule(
                 "credential value in single quotes",
                 rf"(?i)(?P<keep>(?P<word>{_CREDENTIAL_WORD}){_SEPARATOR}\\?'){_NOT_REDACTED}(?P<secret>[^'\\\r\n]{{1,1024}})",
-                applies=_not_a_token_id,
+                applies=_a_credential,
             ),
             _rule(
                 "connection string",  # the whole value, a Go DSN's tcp(host:port) included
@@ -241,7 +263,7 @@ _RULES: tuple[_Rule | _LineRules, ...] = (
             _rule(
                 "credential value",
                 rf"(?i)(?P<keep>(?P<word>{_CREDENTIAL_WORD}){_SEPARATOR})(?!{_PLACEHOLDER_VALUE})(?P<secret>{_BARE_VALUE})",
-                applies=_not_a_token_id,
+                applies=_a_credential,
             ),
         ),
     ),

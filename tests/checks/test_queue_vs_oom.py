@@ -844,6 +844,186 @@ def test_a_container_failing_for_no_known_reason_quotes_its_own_last_error() -> 
     assert "RuntimeError: Failed to infer device type" in finding.summary
 
 
+HF_SERVER = ("checks/healthy/raw.yaml", "checks/healthy/raw_huggingfaceserver.yaml")
+UNKNOWN_CAUSE = "checks/CONTAINER_FAILING_UNKNOWN_CAUSE"
+# kserve/kserve#3769, KServe 0.13: the huggingfaceserver's whole log; its logger's ERROR line is the only word of why.
+HF_START_FAILED = _log(
+    (
+        "11:44:38",
+        "/prod_venv/lib/python3.10/site-packages/huggingface_hub/file_download.py:1132: FutureWarning: "
+        "`resume_download` is deprecated and will be removed in version 1.0.0. Downloads always resume when possible. "
+        "If you want to force a new download, use `force_download=True`.",
+    ),
+    ("11:44:38", "  warnings.warn("),
+    (
+        "11:44:41",
+        "2026-01-15 11:44:41.488 1 kserve ERROR [__main__.py:<module>():254] Failed to start model server: integer "
+        "division or modulo by zero",
+    ),
+)
+# The same failure from a release whose __main__ logs it with exc_info=True (python/huggingfaceserver/huggingfaceserver/
+# __main__.py): the traceback follows the logger's line and ends with the exception itself.
+HF_START_FAILED_TRACEBACK = HF_START_FAILED + _log(
+    ("11:44:41", "Traceback (most recent call last):"),
+    ("11:44:41", '  File "/huggingfaceserver/huggingfaceserver/__main__.py", line 310, in <module>'),
+    ("11:44:41", "    model = load_model()"),
+    ("11:44:41", "ZeroDivisionError: integer division or modulo by zero"),
+)
+
+
+@pytest.mark.parametrize(
+    ("log", "quoted"),
+    [
+        (HF_START_FAILED, "kserve ERROR [__main__.py:<module>():254] Failed to start model server: integer division"),
+        (HF_START_FAILED_TRACEBACK, "ZeroDivisionError: integer division or modulo by zero"),
+    ],
+    ids=["logger-line-only", "with-traceback"],
+)
+def test_a_huggingfaceserver_that_fails_at_start_is_quoted_from_its_own_log(log: str, quoted: str) -> None:
+    objects = load_case(*HF_SERVER, f"{UNKNOWN_CAUSE}/raw_huggingfaceserver_start_failed.yaml")
+    findings = _run(objects, None, {(RAW_POD, "kserve-container.previous"): log})
+    assert codes(serious(findings)) == {"CONTAINER_FAILING_UNKNOWN_CAUSE"}
+    finding = only(findings, "CONTAINER_FAILING_UNKNOWN_CAUSE")
+    assert "'kserve-container'" in finding.summary and "(previous log)" in finding.summary
+    assert quoted in finding.summary
+    assert "FutureWarning" not in finding.summary
+
+
+def test_the_quote_ranks_above_settings_that_end_no_containers_run() -> None:
+    """The huggingfaceserver fixture has no readiness probe and no requests (warnings of their own); neither made the
+    container exit, so its own words are the top root cause of the whole triage."""
+    from nbhelpers.checks import STEP_IDS, STEPS, check_for
+    from nbhelpers.findings.model import rank_root_causes
+    from nbhelpers.triage import run_step
+
+    objects = load_case(*HF_SERVER, f"{UNKNOWN_CAUSE}/raw_huggingfaceserver_start_failed.yaml")
+    evidence = evidence_of(objects, logs={(RAW_POD, "kserve-container.previous"): HF_START_FAILED})
+    findings = [finding for step in STEPS for finding in run_step(step, check_for(step.id), evidence).findings]
+    assert {"PROBE_READINESS_MISSING", "RESOURCES_REQUESTS_MISSING"} <= codes(findings)
+    assert rank_root_causes(findings, STEP_IDS)[0] == "CONTAINER_FAILING_UNKNOWN_CAUSE"
+
+
+def test_a_serving_huggingfaceserver_with_an_old_request_error_has_no_finding() -> None:
+    """kserve/kserve#5399: one request failed with a traceback; the server is ready and serves."""
+    objects = load_case(*HF_SERVER, "checks/healthy/raw_huggingfaceserver_serving.yaml")
+    log = _log(
+        (
+            "10:46:07",
+            "2026-01-15 10:46:07.126 1335405 uvicorn.error ERROR:    Exception in ASGI application",
+        ),
+        ("10:46:07", "Traceback (most recent call last):"),
+        ("10:46:07", "AttributeError: 'ServingEmbedding' object has no attribute 'create_embedding'"),
+    )
+    assert serious(_run(objects, None, {(RAW_POD, "kserve-container"): log})) == []
+
+
+def test_an_entrypoint_the_runtime_cannot_exec_is_quoted_in_the_runtimes_words() -> None:
+    """vllm-project/vllm#30076: an amd64 image on an arm64 node; the log is the runtime's one line."""
+    objects = load_case(*RAW, f"{UNKNOWN_CAUSE}/raw_exec_format_error.yaml")
+    log = _log(("11:44:00", "exec /opt/venv/bin/vllm: exec format error"))
+    finding = only(
+        _run(objects, None, {(RAW_POD, "kserve-container.previous"): log}), "CONTAINER_FAILING_UNKNOWN_CAUSE"
+    )
+    assert "exec /opt/venv/bin/vllm: exec format error" in finding.summary
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "standard_init_linux.go:219: exec user process caused: exec format error",  # canonical/microk8s#1942
+        "exec /usr/bin/python3: no such file or directory",
+    ],
+)
+def test_other_exec_failures_are_quoted_too(line: str) -> None:
+    objects = load_case(*RAW, f"{UNKNOWN_CAUSE}/raw_exec_format_error.yaml")
+    finding = only(
+        _run(objects, None, {(RAW_POD, "kserve-container.previous"): _log(("11:44:00", line))}),
+        "CONTAINER_FAILING_UNKNOWN_CAUSE",
+    )
+    assert line in finding.summary
+
+
+def test_a_program_missing_from_the_image_is_quoted_from_the_termination_message() -> None:
+    """vllm-project/production-stack#454: StartError, exit code 128, no log at all."""
+    findings = _run(load_case(*RAW, f"{UNKNOWN_CAUSE}/raw_start_error_not_in_path.yaml"))
+    assert codes(serious(findings)) == {"CONTAINER_FAILING_UNKNOWN_CAUSE"}
+    finding = only(findings, "CONTAINER_FAILING_UNKNOWN_CAUSE")
+    assert "(termination message)" in finding.summary
+    assert 'exec: "vllm": executable file not found in $PATH' in finding.summary
+
+
+# kubernetes/node-problem-detector#797: a Go binary built for another architecture, in a sidecar of the predictor pod.
+SIDECAR_EXEC_FAILED = _log(("11:50:02", "exec /log-shipper: exec format error"))
+
+
+def test_a_failing_sidecar_is_named_and_quoted_while_the_engine_is_fine() -> None:
+    objects = load_case(*RAW, f"{UNKNOWN_CAUSE}/raw_sidecar_exec_format_error.yaml")
+    findings = _run(objects, None, {(RAW_POD, "log-shipper.previous"): SIDECAR_EXEC_FAILED})
+    assert codes(serious(findings)) == {"CONTAINER_FAILING_UNKNOWN_CAUSE"}
+    finding = only(findings, "CONTAINER_FAILING_UNKNOWN_CAUSE")
+    assert finding.title == "container 'log-shipper' keeps failing"
+    assert "The container 'log-shipper' of vllm-llm-predictor-6d5f8b7c9-q8w2e" in finding.summary
+    assert "exec /log-shipper: exec format error" in finding.summary
+    assert "kubectl logs vllm-llm-predictor-6d5f8b7c9-q8w2e -c log-shipper --previous" in finding.remediation
+    assert any("container log-shipper: 9 restarts, last exit Error (code 1)" in line for line in finding.evidence)
+
+
+def test_a_go_panic_and_a_rust_panic_in_a_sidecar_are_quoted() -> None:
+    objects = load_case(*RAW, f"{UNKNOWN_CAUSE}/raw_sidecar_exec_format_error.yaml")
+    go = _log(
+        ("11:50:02", "panic: open /etc/log-shipper/config.yaml: no such file or directory"),
+        ("11:50:02", ""),
+        ("11:50:02", "goroutine 1 [running]:"),
+        ("11:50:02", "main.main()"),
+    )
+    rust = _log(
+        ("11:50:02", "thread 'main' panicked at src/main.rs:14:10:"),
+        ("11:50:02", "called `Result::unwrap()` on an `Err` value: Os { code: 2, kind: NotFound }"),
+        ("11:50:02", "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace"),
+    )
+    for log, quoted in (
+        (go, "panic: open /etc/log-shipper/config.yaml: no such file or directory"),
+        (rust, "panicked at src/main.rs:14:10: called `Result::unwrap()` on an `Err` value"),
+    ):
+        finding = only(_run(objects, None, {(RAW_POD, "log-shipper.previous"): log}), "CONTAINER_FAILING_UNKNOWN_CAUSE")
+        assert quoted in finding.summary
+
+
+def test_a_sidecar_that_failed_once_and_is_ready_again_is_no_finding() -> None:
+    objects = load_case(*RAW, "checks/healthy/raw_sidecar_restarted.yaml")
+    old_error = _log(("09:02:20", "panic: dial tcp 10.0.9.4:24224: connect: connection refused"))
+    assert serious(_run(objects, None, {(RAW_POD, "log-shipper.previous"): old_error})) == []
+
+
+@pytest.mark.parametrize(
+    ("line", "quoted"),
+    [
+        ("exec /fraud-scorer: exec format error", "exec /fraud-scorer: exec format error"),
+        ("panic: listen tcp :8080: bind: address already in use", "panic: listen tcp :8080: bind: address already"),
+    ],
+)
+def test_a_custom_predictor_that_is_not_vllm_gets_only_the_fallback(line: str, quoted: str) -> None:
+    objects = load_case("checks/healthy/raw.yaml", f"{UNKNOWN_CAUSE}/raw_custom_predictor_exits.yaml")
+    findings = _run(objects, None, {(RAW_POD, "kserve-container.previous"): _log(("11:51:10", line))})
+    assert codes(findings) == {"CONTAINER_FAILING_UNKNOWN_CAUSE"}
+    assert quoted in only(findings, "CONTAINER_FAILING_UNKNOWN_CAUSE").summary
+
+
+def test_a_running_custom_predictor_is_skipped_without_a_finding() -> None:
+    objects = load_case("checks/healthy/raw.yaml", "checks/healthy/raw_custom_predictor.yaml")
+    with pytest.raises(StepSkipped, match="does not run vLLM"):
+        _run(objects)
+
+
+def test_a_serving_container_log_without_any_error_line_quotes_nothing() -> None:
+    """No exception and no failure line: nothing to quote, so no guess (the pod state speaks for itself)."""
+    objects = load_case(*RAW, f"{UNKNOWN_CAUSE}/raw_exec_format_error.yaml")
+    quiet = _log(("11:44:00", "INFO 01-15 11:44:00 [api_server.py:1000] vLLM API server version 0.10.1"))
+    assert "CONTAINER_FAILING_UNKNOWN_CAUSE" not in codes(
+        _run(objects, None, {(RAW_POD, "kserve-container.previous"): quiet})
+    )
+
+
 def _restarted(objects: list[dict[str, Any]], exit_code: int) -> list[dict[str, Any]]:
     """The RAW pod's serving container ready again after one run that ended with ``exit_code``."""
     for obj in objects:

@@ -24,7 +24,8 @@ Sources, all read from the Evidence:
     ``AsyncEngineDeadError`` and ``RuntimeError('Engine loop has died')`` (V0's multiprocessing client);
   - the start-up memory lines, read by :func:`nbhelpers.facts.vllm_log.parse_engine_log`;
   - the last error of a start-up that failed (and the termination message), read and classified by
-    :mod:`nbhelpers.facts.engine_errors` (its docstring cites each vLLM message).
+    :mod:`nbhelpers.facts.engine_errors` (its docstring cites each vLLM message). For a serving container that
+    does not run vLLM only this fallback applies (``CONTAINER_FAILING_UNKNOWN_CAUSE``); otherwise the step is skipped.
 
 The queue criteria (pinned, sustained, felt) and the regime decision live in :mod:`nbhelpers.models.regime`.
 Flag values that fit the card come from :mod:`nbhelpers.models.vllm_memory` when the model and the GPU are
@@ -33,7 +34,7 @@ known; the engine's own numbers win over the estimate whenever the logs hold the
 
 from __future__ import annotations
 
-from nbhelpers.checks.queue_vs_oom._engine_start import engine_start
+from nbhelpers.checks.queue_vs_oom._engine_start import engine_start, failing_container
 from nbhelpers.checks.queue_vs_oom._facts import EngineFacts
 from nbhelpers.checks.queue_vs_oom._gpu_oom import gpu_oom
 from nbhelpers.checks.queue_vs_oom._kv_capacity import kv_capacity_exceeded
@@ -58,6 +59,11 @@ def run(evidence: Evidence) -> list[Finding]:
     server = vllm_args.parse_container(workload.serving)
     facts = EngineFacts(evidence, workload, server)
     if server.server == vllm_args.UNKNOWN and not facts.vllm_seen:
+        # Not vLLM (a custom predictor in Go or Rust...): nothing here applies but the honest fallback, a container
+        # of the pod that keeps exiting with an error, quoted in its own words.
+        fallback = failing_container(facts)
+        if fallback is not None:
+            return [fallback]
         raise StepSkipped("the serving container does not run vLLM and no vLLM metrics or logs were seen")
     findings: list[Finding] = []
     capacity = kv_capacity_exceeded(facts)

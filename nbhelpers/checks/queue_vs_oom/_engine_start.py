@@ -1,6 +1,7 @@
 """``ENGINE_START_FAILED`` (the engine said why it would not start) and ``CONTAINER_FAILING_UNKNOWN_CAUSE`` (the
 serving container keeps failing and no pattern names why: its own last error is quoted instead of an effect code;
-also, as a warning, an engine that died while serving and is ready again after its restart).
+also, as a warning, an engine that died while serving and is ready again after its restart; and, while the serving
+container is fine, another container of the pod, a custom sidecar, that keeps exiting with an error).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from nbhelpers.checks.queue_vs_oom._facts import (
     EngineFacts,
     scan,
 )
+from nbhelpers.evidence.model import ContainerLog
 from nbhelpers.facts import common, engine_errors
 from nbhelpers.facts.engine_errors import EngineError
 from nbhelpers.findings.catalog import Severity
@@ -37,7 +39,7 @@ def engine_start(facts: EngineFacts) -> Finding | None:
     failing, error = engine_errors.find(facts.pods, facts.container, facts.logs)
     if not failing:
         died = engine_errors.died_while_serving(facts.pods, facts.container, facts.logs)
-        return _died(facts, died) if died is not None else None
+        return _died(facts, died) if died is not None else _failing_sidecar(facts)
     if error is None:
         return None  # nothing to quote: ENDPOINTS_NONE_READY and the pod state speak for themselves
     if not engine_errors.confirmed_while_running(error, facts.server, facts.workload.serving):
@@ -67,6 +69,18 @@ def engine_start(facts: EngineFacts) -> Finding | None:
     )
 
 
+def failing_container(facts: EngineFacts) -> Finding | None:
+    """For a serving container that does not run vLLM (a custom predictor): the container of the pod that keeps
+    exiting with an error, its last line quoted whatever it says (vLLM's causes and fixes do not apply)."""
+    failing, error = engine_errors.find(facts.pods, facts.container, facts.logs)
+    if not failing:
+        return _failing_sidecar(facts)
+    if error is None or not error.exited:
+        return None
+    refs = tuple(dict.fromkeys([kube.ref(facts.evidence.isvc), *(kube.ref(pod) for pod in failing)]))
+    return _unknown(facts, failing, error, refs)
+
+
 def _service_link(facts: EngineFacts, error: EngineError) -> tuple[str, ...]:
     """The Service named vllm behind a VLLM_PORT URI, when the capture holds it (vllm-project/vllm#34199)."""
     service = common.named(facts.evidence, kinds.SERVICE, "vllm") if error.cause == "vllm_port_uri" else None
@@ -81,27 +95,63 @@ def _service_link(facts: EngineFacts, error: EngineError) -> tuple[str, ...]:
 
 
 def _unknown(
-    facts: EngineFacts, failing: Sequence[Mapping[str, Any]], error: EngineError, refs: tuple[str, ...]
+    facts: EngineFacts,
+    failing: Sequence[Mapping[str, Any]],
+    error: EngineError,
+    refs: tuple[str, ...],
+    role: str = "serving container",
 ) -> Finding:
     pod = kube.name(failing[0])
+    container = error.container
     quote = f"its last error ({error.source}): {common.shorten(error.line, 300)!r}"
-    evidence = (error.describe(), *facts.restarts())
+    restarts = facts.restarts() if container == facts.container else _restarts(failing, container)
     return Finding(
         code="CONTAINER_FAILING_UNKNOWN_CAUSE",
-        title=f"container {facts.container!r} keeps failing",
+        title=f"container {container!r} keeps failing",
         summary=(
-            f"The serving container {facts.container!r} of {pod} is not ready and exits with an error; no known "
+            f"The {role} {container!r} of {pod} is not ready and exits with an error; no known "
             f"cause matched, and {quote}."
+            + ("" if container == facts.container else " A pod is ready only when every container is.")
         ),
         objects=refs,
-        evidence=evidence,
+        evidence=(error.describe(), *restarts),
         fix=Fix(
             what=(
-                f"Read the whole log of {facts.container!r} (kubectl logs {pod} -c {facts.container} --previous) "
+                f"Read the whole log of {container!r} (kubectl logs {pod} -c {container} --previous) "
                 "from the first error on and fix what it names; the lines above show how it ends."
             )
         ),
     )
+
+
+def _failing_sidecar(facts: EngineFacts) -> Finding | None:
+    """The serving container is fine, but another container of the predictor pods keeps exiting with an error."""
+    for name in engine_errors.failing_sidecars(facts.pods, facts.container):
+        logs = [log for log in facts.evidence.logs if log.container == name and _of_pods(log, facts.pods)]
+        failing, error = engine_errors.find(facts.pods, name, logs)
+        if failing and error is not None:
+            refs = tuple(dict.fromkeys([kube.ref(facts.evidence.isvc), *(kube.ref(pod) for pod in failing)]))
+            return _unknown(facts, failing, error, refs, role="container")
+    return None
+
+
+def _of_pods(log: ContainerLog, pods: Sequence[Mapping[str, Any]]) -> bool:
+    return any(kube.name(pod) == log.pod for pod in pods)
+
+
+def _restarts(pods: Sequence[Mapping[str, Any]], container: str) -> list[str]:
+    """Restarts and last exit of ``container`` in ``pods``, as the serving container's are listed."""
+    lines = []
+    for pod in pods:
+        for status in kube.status(pod).get("containerStatuses") or []:
+            if status.get("name") != container:
+                continue
+            last = ((status.get("lastState") or {}).get("terminated")) or {}
+            lines.append(
+                f"{kube.ref(pod)}: container {container}: {status.get('restartCount') or 0} restarts, last exit "
+                f"{last.get('reason') or '?'} (code {last.get('exitCode')})"
+            )
+    return lines
 
 
 def _died(facts: EngineFacts, error: EngineError) -> Finding:
