@@ -47,6 +47,7 @@ NEEDS_MORE_THAN_OBJECTS = {
     "HPA_BEHAVIOR_SLOW/raw_scale_up_one_pod_per_5min.yaml",  # metrics
     "HPA_METRIC_SERIES_MISSING/vllm_series_lack_pod_label.yaml",  # metrics
     "GPU_OOM/raw_profiling_oom.yaml",  # logs
+    "GPU_OOM/llmisvc_prefill_oom.yaml",  # logs
     "VLLM_KV_CAPACITY_EXCEEDED/serverless_v0_engine.yaml",  # logs
     "ENGINE_START_FAILED/raw_batched_tokens_below_model_len.yaml",  # the engine's log
     "ENGINE_START_FAILED/raw_tensor_parallel_above_gpus.yaml",  # the engine's log

@@ -12,6 +12,7 @@ import pytest
 from builders import FIXTURES, comparable, load_yaml
 from fakeapi import FakeApiServer, crds_for_every_kind_read, write_kubeconfig
 
+from nbhelpers.checks import LLMISVC_STEPS
 from nbhelpers.evidence.capture import write_bundle
 from nbhelpers.render.findings_json import validate_findings
 from nbhelpers.sources import kinds
@@ -79,8 +80,9 @@ def test_a_healthy_service_is_triaged_live_and_from_its_bundle(fake_api: FakeApi
     assert document["target"]["isvc"] == "llama-llmd"
     assert result.root_causes == ()
     assert result.step("endpoints").status == "ok"
+    assert {result.step(step).status for step in sorted(LLMISVC_STEPS - {"endpoints"})} <= {"ok", "skipped"}
     assert {result.step(step).status for step in ("probes", "resources")} == {"ok"}
-    skipped = [step for step in result.steps if step.id not in ("endpoints", "probes", "resources")]
+    skipped = [step for step in result.steps if step.id not in LLMISVC_STEPS]
     assert {step.status for step in skipped} == {"skipped"}
     assert all("LLMInferenceService" in step.reason for step in skipped)
     assert result.partial is False

@@ -194,3 +194,28 @@ def container_ports(pod: Mapping[str, Any]) -> set[int]:
             if isinstance(port.get("containerPort"), int):
                 declared.add(int(port["containerPort"]))
     return declared
+
+
+# --- roles (prefill / decode) ----------------------------------------------------------------------------------
+
+ROLE_PREFILL = "prefill"  # KServe's LLMDRolePrefill (pkg/constants/constants.go)
+ROLE_DECODE = "decode"  # LLMDRoleDecode: the main workload when a prefill workload exists
+ROLE_BOTH = "both"  # LLMDRoleBoth: the main workload of a service without disaggregated prefill
+
+
+def pod_roles(evidence: Evidence) -> dict[str, str]:
+    """Pod name → ``llm-d.ai/role`` of the service's vLLM pods; empty for an InferenceService or unlabelled pods."""
+    if not evidence.target.is_llmisvc:
+        return {}
+    roles = {}
+    for pod in workload_pods(evidence):
+        role = kube.labels(pod).get(kube.LLMISVC_ROLE_LABEL)
+        if role:
+            roles[kube.name(pod)] = str(role)
+    return roles
+
+
+def role_label(role: str, plural: bool = True) -> str:
+    """How a finding names a role's pods: ``prefill pods``, ``decode pods``, ``vLLM pods`` (role both)."""
+    noun = "pods" if plural else "pod"
+    return f"vLLM {noun}" if role == ROLE_BOTH else f"{role} {noun}"
