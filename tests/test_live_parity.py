@@ -39,6 +39,7 @@ NEEDS_MORE_THAN_OBJECTS = {
     "ROUTING_LAYER_MISMATCH/serverless_no_knative.yaml",  # the Knative CRDs missing
     "TIMEOUT_LB_DEFAULT/raw_alb_idle_default.yaml",  # latency metrics
     "TIMEOUT_LB_DEFAULT/raw_nginx_default.yaml",  # latency metrics
+    "TIMEOUT_LB_DEFAULT/llmisvc_envoy_gateway_default.yaml",  # latency metrics
     "TIMEOUT_LB_DEFAULT/raw_nginx_default_slow_first_token.yaml",  # latency and first-token metrics
     "GPU_OOM/raw_sampler_warmup_oom.yaml",  # the engine's log
     "HPA_TARGET_ABOVE_POD_CAPACITY/raw_target_above_measured_plateau.yaml",  # the measured plateau (metrics)

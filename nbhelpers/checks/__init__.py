@@ -42,7 +42,7 @@ _RUN_BY_ID: dict[str, CheckFunction] = {module.STEP.id: module.run for module in
 
 # The steps that know KServe's LLMInferenceService stack (issue #18). ``triage.run_step`` skips the others for
 # it, with the reason below, rather than judging its pods by InferenceService rules they do not follow.
-LLMISVC_STEPS = frozenset({"endpoints", "probes", "ports", "resources", "cold_start", "queue_vs_oom"})
+LLMISVC_STEPS = frozenset({"endpoints", "probes", "ports", "resources", "cold_start", "queue_vs_oom", "timeouts"})
 LLMISVC_SKIP_REASONS: dict[str, str] = {
     "metric_pipeline": "this step does not yet read an LLMInferenceService's autoscaler (KServe's "
     "<name>-kserve-keda ScaledObject or <name>-kserve-hpa HPA on the <name>-kserve Deployment, issue #18)",
