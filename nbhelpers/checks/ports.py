@@ -461,24 +461,27 @@ def _pods_by_role(evidence: Evidence) -> dict[str, common.KubeObject]:
 
 
 def _llmisvc_targets(evidence: Evidence) -> list[LlmTarget]:
-    """The ports requests arrive on: every target port of the pool(s), or the workload Service's targetPorts when
-    the service routes without a scheduler (the Service is then the HTTPRoute's backend)."""
+    """The ports requests arrive on: every target port of the pool(s) with a scheduler, and the workload Service's
+    targetPorts when a route sends to it (without a scheduler always; with one, KServe's preset route sends the
+    paths the picker does not handle, /v1/models or /health, straight to the Service:
+    config/llmisvcconfig/config-llm-router-route.yaml)."""
+    targets = []
     if llmisvc.has_scheduler(evidence):
-        return [
+        targets += [
             LlmTarget(port, "InferencePool", pool.ref, f"{pool.ref} targetPorts {port}")
             for pool in llmisvc.pools(evidence)
             for port in pool.target_ports
         ]
-    service = common.named(evidence, kinds.SERVICE, llmisvc.workload_service_name(evidence))
-    if service is None:
-        return []
-    targets = []
+    name = llmisvc.workload_service_name(evidence)
+    routed = any(f"Service/{name}" in llmisvc.route_backends(route) for route in llmisvc.routes(evidence))
+    service = common.named(evidence, kinds.SERVICE, name)
+    if service is None or (llmisvc.has_scheduler(evidence) and not routed):
+        return targets
     for entry in kube.spec(service).get("ports") or []:
         port = common.as_port(entry.get("targetPort")) or entry.get("port")
         if isinstance(port, int):
-            targets.append(
-                LlmTarget(port, "Service", kube.ref(service), f"{kube.ref(service)} port {entry.get('port')} → {port}")
-            )
+            text = f"{kube.ref(service)} port {entry.get('port')} → {port}"
+            targets.append(LlmTarget(port, "Service", kube.ref(service), text))
     return targets
 
 

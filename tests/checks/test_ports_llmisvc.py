@@ -79,3 +79,20 @@ def test_without_a_scheduler_the_workload_service_port_is_judged() -> None:
     pool_finding = ports.run(_evidence(objects))[0]
     assert pool_finding.title == "vLLM on the vLLM pods listens on 8080, the Service sends to 8000"
     assert "Service/llm/llama-llmd-kserve-workload-svc" in pool_finding.objects
+
+
+def test_the_presets_catch_all_rule_puts_the_workload_service_on_the_path_too() -> None:
+    """KServe's preset route sends /v1/models, /health and other paths to the workload Service, past the picker."""
+    objects = load_case(HEALTHY, PORT_8080)
+    route = next(obj for obj in objects if obj["kind"] == "HTTPRoute")
+    route["spec"]["rules"].append(
+        {
+            "matches": [{"path": {"type": "PathPrefix", "value": "/llm/llama-llmd"}}],
+            "backendRefs": [{"kind": "Service", "name": "llama-llmd-kserve-workload-svc", "port": 8000}],
+        }
+    )
+    titles = [finding.title for finding in ports.run(_evidence(objects))]
+    assert titles[:2] == [
+        "vLLM on the vLLM pods listens on 8080, the InferencePool sends to 8000",
+        "vLLM on the vLLM pods listens on 8080, the Service sends to 8000",
+    ]
