@@ -47,6 +47,8 @@ NEEDS_MORE_THAN_OBJECTS = {
     "COLDSTART_CHURN/serverless_scale_to_zero_flapping.yaml",  # the ready-pods series
     "HPA_BEHAVIOR_SLOW/raw_scale_up_one_pod_per_5min.yaml",  # metrics
     "HPA_METRIC_SERIES_MISSING/vllm_series_lack_pod_label.yaml",  # metrics
+    "HPA_METRIC_SERIES_MISSING/llmisvc_keda_idle_zero.yaml",  # the trigger's empty answer, pods dropped
+    "HPA_AT_MAX/llmisvc_keda_at_max.yaml",  # the queue metrics
     "GPU_OOM/raw_profiling_oom.yaml",  # logs
     "GPU_OOM/llmisvc_prefill_oom.yaml",  # logs
     "VLLM_KV_CAPACITY_EXCEEDED/serverless_v0_engine.yaml",  # logs

@@ -40,25 +40,6 @@ STEP_BY_ID: dict[str, StepInfo] = {step.id: step for step in STEPS}
 _RUN_BY_ID: dict[str, CheckFunction] = {module.STEP.id: module.run for module in CHECKS}
 
 
-# The steps that know KServe's LLMInferenceService stack (issue #18). ``triage.run_step`` skips the others for
-# it, with the reason below, rather than judging its pods by InferenceService rules they do not follow.
-LLMISVC_STEPS = frozenset({"endpoints", "probes", "ports", "resources", "cold_start", "queue_vs_oom", "timeouts"})
-LLMISVC_SKIP_REASONS: dict[str, str] = {
-    "metric_pipeline": "this step does not yet read an LLMInferenceService's autoscaler (KServe's "
-    "<name>-kserve-keda ScaledObject or <name>-kserve-hpa HPA on the <name>-kserve Deployment, issue #18)",
-    "scale_target": "this step does not yet read an LLMInferenceService's autoscaler (spec.scaling: KServe's "
-    "<name>-kserve-keda ScaledObject or <name>-kserve-hpa HPA, issue #18)",
-}
-LLMISVC_SKIP_DEFAULT = "this step does not yet read an LLMInferenceService's stack (issue #18)"
-
-
-def llmisvc_skip_reason(step_id: str) -> str | None:
-    """Why a step is skipped for an LLMInferenceService, or None when it runs."""
-    if step_id in LLMISVC_STEPS:
-        return None
-    return LLMISVC_SKIP_REASONS.get(step_id, LLMISVC_SKIP_DEFAULT)
-
-
 def check_for(step_id: str) -> CheckFunction:
     """The ``run`` function of a step (``KeyError`` for an id that is not one of the nine)."""
     return _RUN_BY_ID[step_id]
