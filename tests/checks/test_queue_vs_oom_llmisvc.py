@@ -134,3 +134,14 @@ def test_a_cuda_oom_names_the_role_of_the_pod_it_hit() -> None:
     assert f"in prefill pod {PREFILL[1]}." in finding.summary
     assert f"Pod/llm/{PREFILL[1]}" in finding.objects
     assert "QUEUE_SATURATION" not in codes(findings)
+
+
+def test_kv_headroom_on_the_prefill_pods_points_at_the_prefill_template() -> None:
+    """With the KV cache at most 60 % full the pods can run more requests: the flag to raise is the prefill pods'."""
+    queue = _prefill_queue()
+    for entry in queue["vllm_kv_cache_usage"]:
+        if entry["metric"]["pod"] in PREFILL:
+            entry["values"] = [[t, str(min(float(v), 0.6))] for t, v in entry["values"]]
+    finding = only(_run(queue), "QUEUE_SATURATION")
+    assert "Raise --max-num-seqs to" in finding.remediation
+    assert "spec.prefill.template" in finding.remediation

@@ -153,6 +153,9 @@ def _capacity_fix(facts: EngineFacts, saturated: Sequence[regime.Saturation], qu
     kv_peaks = [s.episode.peak_kv for s in saturated]
     known = [kv for kv in kv_peaks if kv is not None]
     current = max(s.ceiling for s in saturated)
+    # Replicas and flags are set per workload: for an LLMInferenceService only the pods of the saturated llm-d role.
+    roles = llmisvc.pod_roles(facts.evidence)
+    saturated_roles = {roles.get(s.episode.pod, "") for s in saturated}
     if known and len(known) == len(kv_peaks) and max(known) <= KV_HEADROOM and facts.server.server == vllm_args.VLLM:
         raised = int(min(2 * current, math.floor(current * KV_TARGET / max(max(known), 0.01))))
         if raised > current:
@@ -163,11 +166,14 @@ def _capacity_fix(facts: EngineFacts, saturated: Sequence[regime.Saturation], qu
                 "preemptions. Add replicas if demand grows further."
             )
             plan = facts.args_patch({SEQS_FLAG: str(raised)})
-            return Fix.from_plan(what, plan, no_patch=facts.no_patch_reason())
+            no_patch = facts.no_patch_reason()
+            if llmisvc.ROLE_PREFILL in saturated_roles:
+                no_patch = (
+                    "(No patch yet for an LLMInferenceService: the prefill pods take their container from "
+                    "spec.prefill.template; change the flag there.)"
+                )
+            return Fix.from_plan(what, plan, no_patch=no_patch)
     demand = max((s.episode.peak_running + s.episode.peak_waiting) / s.ceiling for s in saturated)
-    # Replicas are counted per workload: for an LLMInferenceService only the pods of the saturated llm-d role.
-    roles = llmisvc.pod_roles(facts.evidence)
-    saturated_roles = {roles.get(s.episode.pod, "") for s in saturated}
     peers = {pod: samples for pod, samples in queue.pods.items() if roles.get(pod, "") in saturated_roles}
     serving = max(
         sum(1 for samples in peers.values() if any(s.episode.overlaps(p.t, 0) for p in samples)) for s in saturated
