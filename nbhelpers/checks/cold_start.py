@@ -60,7 +60,7 @@ from dataclasses import dataclass
 
 from nbhelpers.errors import StepSkipped
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import autoscalers, common, disruptions, timeout_layers
+from nbhelpers.facts import autoscalers, common, disruptions, pod_phases, timeout_layers
 from nbhelpers.facts import timeout_path as chain
 from nbhelpers.facts.cold_starts import (
     MAX_LISTED,
@@ -633,8 +633,17 @@ class LlmColdStart:
             ),
         )
 
+    def rollout_cold_start(self) -> float | None:
+        """p95 of the cold starts from a pod's creation, raised to the longest such start still running. A container
+        restart in a running pod is no rollout: the Deployment stays Progressing=True through it."""
+        firsts = [pod for pod in self.judge.cold.pods if pod.start != pod_phases.RESTART]
+        totals = pod_phases.Distribution.of([total for pod in firsts if (total := pod.total) is not None])
+        running = [bound for pod in firsts if (bound := pod.starting_for) is not None]
+        values = [value for value in (totals.p95 if totals else None, max(running, default=None)) if value is not None]
+        return max(values) if values else None
+
     def exceeds_progress_deadline(self) -> Finding | None:
-        measured = self.judge.cold.measured
+        measured = self.rollout_cold_start()
         if measured is None or not self.deployments:
             return None
         over = []

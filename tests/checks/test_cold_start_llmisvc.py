@@ -59,3 +59,22 @@ def test_a_short_cold_start_behind_idle_zero_is_not_reported() -> None:
         evidence_from_objects(copy.deepcopy(objects), "llm", "llama-llmd", target_kind=LLM_INFERENCE_SERVICE)
     )
     assert "COLDSTART_SCALE_TO_ZERO" not in codes(findings)
+
+
+def test_a_slow_container_restart_is_no_rollout_past_the_deadline() -> None:
+    """The same 740 s, but as a restart of the container in a running pod: the Deployment keeps Progressing=True."""
+    objects = load_case(HEALTHY, DEADLINE)
+    deployment = next(
+        obj for obj in objects if obj["kind"] == "Deployment" and obj["metadata"]["name"] == "llama-llmd-kserve"
+    )
+    deployment["status"]["conditions"] = deployment["status"]["conditions"][:1]
+    pod = next(obj for obj in objects if obj["metadata"]["name"] == "llama-llmd-kserve-6d8f7c9b5-9tq7m")
+    pod["metadata"]["creationTimestamp"] = "2026-01-15T09:00:00Z"
+    status = pod["status"]["containerStatuses"][0]
+    status["restartCount"] = 1
+    status["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": "2026-01-15T11:05:00Z"}}
+    status["state"] = {"running": {"startedAt": "2026-01-15T11:05:20Z"}}
+    findings = cold_start.run(
+        evidence_from_objects(copy.deepcopy(objects), "llm", "llama-llmd", target_kind=LLM_INFERENCE_SERVICE)
+    )
+    assert "COLDSTART_EXCEEDS_TIMEOUT" not in codes(findings)
