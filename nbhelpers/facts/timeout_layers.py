@@ -78,8 +78,8 @@ def _client(evidence: Evidence, path: Chain) -> None:
         source = "--client-timeout"
     elif text is None:
         path.notes.append(
-            "client: timeout unknown (give --client-timeout, or declare it with the InferenceService annotation "
-            f"{CLIENT_TIMEOUT_ANNOTATION})"
+            f"client: timeout unknown (give --client-timeout, or declare it with the {evidence.target.kind} "
+            f"annotation {CLIENT_TIMEOUT_ANNOTATION})"
         )
         return
     else:
