@@ -96,3 +96,14 @@ def test_the_presets_catch_all_rule_puts_the_workload_service_on_the_path_too() 
         "vLLM on the vLLM pods listens on 8080, the InferencePool sends to 8000",
         "vLLM on the vLLM pods listens on 8080, the Service sends to 8000",
     ]
+
+
+def test_decode_pods_behind_their_routing_sidecar_alone_are_no_pool_port_mismatch() -> None:
+    """Only the decode pods ready (the prefill ones dropped): vLLM listens on 8001, the sidecar takes the pool's 8000."""
+    prefill = [
+        "Pod/llm/llama-llmd-kserve-prefill-5b7c8d9f6-h7r2c",
+        "Pod/llm/llama-llmd-kserve-prefill-5b7c8d9f6-w9d4k",
+    ]
+    evidence = _evidence(_with_routing_sidecar(load_case(HEALTHY, DISAGGREGATED, drop=prefill)))
+    assert "ENDPOINTS_POOL_SELECTS_NO_POD" not in codes(endpoints.run(evidence))
+    assert serious(ports.run(evidence)) == []
