@@ -302,6 +302,8 @@ LLMISVC_EDGES = [
     ("ROUTING_GATEWAY_NOT_PROGRAMMED", "LLMISVC_NOT_READY"),
     ("ROUTING_HTTPROUTE_NOT_ACCEPTED", "LLMISVC_NOT_READY"),
     ("ROUTING_POOL_NOT_ACCEPTED", "LLMISVC_NOT_READY"),
+    # vLLM listening elsewhere than the pool's targetPort is reported by ports (the cause) and by endpoints (the pool).
+    ("PORT_MISMATCH", "ENDPOINTS_POOL_SELECTS_NO_POD"),
 ]
 
 

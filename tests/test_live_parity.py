@@ -39,6 +39,7 @@ NEEDS_MORE_THAN_OBJECTS = {
     "ROUTING_LAYER_MISMATCH/serverless_no_knative.yaml",  # the Knative CRDs missing
     "TIMEOUT_LB_DEFAULT/raw_alb_idle_default.yaml",  # latency metrics
     "TIMEOUT_LB_DEFAULT/raw_nginx_default.yaml",  # latency metrics
+    "TIMEOUT_LB_DEFAULT/llmisvc_envoy_gateway_default.yaml",  # latency metrics
     "TIMEOUT_LB_DEFAULT/raw_nginx_default_slow_first_token.yaml",  # latency and first-token metrics
     "GPU_OOM/raw_sampler_warmup_oom.yaml",  # the engine's log
     "HPA_TARGET_ABOVE_POD_CAPACITY/raw_target_above_measured_plateau.yaml",  # the measured plateau (metrics)
@@ -46,7 +47,10 @@ NEEDS_MORE_THAN_OBJECTS = {
     "COLDSTART_CHURN/serverless_scale_to_zero_flapping.yaml",  # the ready-pods series
     "HPA_BEHAVIOR_SLOW/raw_scale_up_one_pod_per_5min.yaml",  # metrics
     "HPA_METRIC_SERIES_MISSING/vllm_series_lack_pod_label.yaml",  # metrics
+    "HPA_METRIC_SERIES_MISSING/llmisvc_keda_idle_zero.yaml",  # the trigger's empty answer, pods dropped
+    "HPA_AT_MAX/llmisvc_keda_at_max.yaml",  # the queue metrics
     "GPU_OOM/raw_profiling_oom.yaml",  # logs
+    "GPU_OOM/llmisvc_prefill_oom.yaml",  # logs
     "VLLM_KV_CAPACITY_EXCEEDED/serverless_v0_engine.yaml",  # logs
     "ENGINE_START_FAILED/raw_batched_tokens_below_model_len.yaml",  # the engine's log
     "ENGINE_START_FAILED/raw_tensor_parallel_above_gpus.yaml",  # the engine's log

@@ -83,10 +83,9 @@ def test_a_healthy_service_is_triaged_live_and_from_its_bundle(fake_api: FakeApi
     assert document["target"]["isvc"] == "llama-llmd"
     assert result.root_causes == ()
     assert result.step("endpoints").status == "ok"
-    assert {result.step(step).status for step in ("probes", "resources")} == {"ok"}
-    skipped = [step for step in result.steps if step.id not in ("endpoints", "probes", "resources")]
-    assert {step.status for step in skipped} == {"skipped"}
-    assert all("LLMInferenceService" in step.reason for step in skipped)
+    # Every step reads the llm-d stack (issue #18); without spec.scaling no autoscaler reads a metric.
+    assert {step.id: step.status for step in result.steps if step.status != "ok"} == {"metric_pipeline": "skipped"}
+    assert "no HPA or ScaledObject acts on the predictor" in result.step("metric_pipeline").reason
     assert result.partial is False
     evidence = result.evidence
     assert {kind.key for kind in (kinds.LLM_INFERENCE_SERVICE, kinds.INFERENCE_POOL)} <= set(evidence.objects)

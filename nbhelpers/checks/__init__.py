@@ -40,11 +40,6 @@ STEP_BY_ID: dict[str, StepInfo] = {step.id: step for step in STEPS}
 _RUN_BY_ID: dict[str, CheckFunction] = {module.STEP.id: module.run for module in CHECKS}
 
 
-# The steps that know KServe's LLMInferenceService stack (issue #18). ``triage.run_step`` skips the others for
-# it, with that reason, rather than judging its pods by InferenceService rules they do not follow.
-LLMISVC_STEPS = frozenset({"endpoints", "probes", "resources"})
-
-
 def check_for(step_id: str) -> CheckFunction:
     """The ``run`` function of a step (``KeyError`` for an id that is not one of the nine)."""
     return _RUN_BY_ID[step_id]

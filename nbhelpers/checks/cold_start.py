@@ -60,7 +60,7 @@ from dataclasses import dataclass
 
 from nbhelpers.errors import StepSkipped
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import autoscalers, common, disruptions, timeout_layers
+from nbhelpers.facts import autoscalers, common, disruptions, pod_phases, timeout_layers
 from nbhelpers.facts import timeout_path as chain
 from nbhelpers.facts.cold_starts import (
     MAX_LISTED,
@@ -88,6 +88,9 @@ STEP = StepInfo(
 
 PROGRESS_DEADLINE_ANNOTATION = "serving.knative.dev/progress-deadline"
 KNATIVE_PROGRESS_DEADLINE = 600.0
+# A Deployment's spec.progressDeadlineSeconds when unset (kubernetes.io/docs/concepts/workloads/controllers/deployment,
+# "Progress Deadline Seconds": defaults to 600).
+DEPLOYMENT_PROGRESS_DEADLINE = 600.0
 MAX_SCALE_DOWN_DELAY = 3600  # Knative refuses a scale-down delay above 1h
 # A cold start at least this long makes scale-to-zero a user-visible wait (see the module docstring).
 LONG_COLD_START = 30.0
@@ -107,7 +110,11 @@ def run(evidence: Evidence) -> list[Finding]:
     common.skip_modelmesh(evidence)
     common.require_read(evidence, kinds.POD.key + " ")
     judge = ColdStartJudge(evidence)
-    found = [judge.scale_to_zero(), judge.exceeds_timeout(), judge.churn()]
+    if evidence.target.is_llmisvc:
+        llm = LlmColdStart(evidence, judge)
+        found = [llm.scale_to_zero(), llm.exceeds_progress_deadline(), judge.churn()]
+    else:
+        found = [judge.scale_to_zero(), judge.exceeds_timeout(), judge.churn()]
     return [finding for finding in found if finding is not None]
 
 
@@ -280,7 +287,7 @@ class ColdStartJudge:
             )
             plan = patches.plan_patch(self.evidence.isvc, _set_min_replicas)
         what = (
-            f"Keep one replica warm: {where}. {self._gpu_cost()} If the cost is not acceptable, keep scale-to-zero but "
+            f"Keep one replica warm: {where}. {self.gpu_cost()} If the cost is not acceptable, keep scale-to-zero but "
             "make the callers wait longer than the cold start (revision timeout, gateway and client timeouts) and "
             "shorten the load (image pre-pulled on the GPU nodes, weights on a local cache)."
         )
@@ -350,7 +357,7 @@ class ColdStartJudge:
         if keep_warm:
             what.append(
                 "set spec.predictor.minReplicas to 1 so that requests never wait for a cold start from zero "
-                f"({self._gpu_cost()})"
+                f"({self.gpu_cost()})"
             )
         if raise_deadline:
             what.append(
@@ -403,12 +410,30 @@ class ColdStartJudge:
         if not self.timeline.restarts_known:
             evidence.append("restart counters not available: dips caused by crashes cannot be told apart")
         evidence += [_explained_line(dip, causes) for dip, causes in explained.items()]
-        evidence += self.settings.lines()
+        if not self.evidence.target.is_llmisvc:
+            evidence += self.settings.lines()
         severity = None
         if errors is not None:
             severity = Severity.CRITICAL
             summary += f" Raised to critical: ≈{errors[0]:.0f} 5xx answers fell into the dips ({errors[1]})."
             evidence.append(f"5xx during the dips: {errors[1]}")
+        if self.evidence.target.is_llmisvc:
+            return Finding(
+                code="COLDSTART_CHURN",
+                title=f"Ready pods fell and came back {len(valleys)} times in the window",
+                summary=summary,
+                objects=(self.isvc_ref,),
+                evidence=tuple(evidence),
+                fix=Fix(
+                    what="The autoscaler releases pods that take this long to start: in the LLMInferenceService's "
+                    f"spec.scaling (spec.prefill.scaling for prefill pods) keep them longer than {longest:.0f} s "
+                    "(keda.cooldownPeriod for KEDA, wva.hpa.behavior.scaleDown.stabilizationWindowSeconds for the "
+                    "HPA), or raise minReplicas to the count the dips fall from. KServe renders the ScaledObject or "
+                    "HPA from that spec (pkg/controller/v1alpha2/llmisvc/scaling.go). (No patch yet for an "
+                    "LLMInferenceService.)"
+                ),
+                severity=severity,
+            )
         if not self.settings.serverless:
             return Finding(
                 code="COLDSTART_CHURN",
@@ -469,7 +494,12 @@ class ColdStartJudge:
         names = {disruptions.ROLLOUT: "rollouts", disruptions.EVICTION: "evictions", disruptions.NODE: "lost nodes"}
         what = " and ".join(names[kind] for kind in kinds_seen)
         advice = []
-        if disruptions.ROLLOUT in kinds_seen:
+        if disruptions.ROLLOUT in kinds_seen and self.evidence.target.is_llmisvc:
+            advice.append(
+                "for rollouts, enough replicas that the Deployment's rolling update (maxUnavailable 25 % by default) "
+                "always leaves a ready vLLM pod"
+            )
+        elif disruptions.ROLLOUT in kinds_seen:
             advice.append(
                 "for rollouts, a strategy that starts the new pod before it stops an old one (maxUnavailable 0 "
                 "and maxSurge 1 in spec.predictor.deploymentStrategy in RawDeployment; Knative keeps the old "
@@ -524,7 +554,7 @@ class ColdStartJudge:
             return False
         return self.timeline is None or not self.timeline.samples or self.timeline.samples[-1][1] <= 0
 
-    def _gpu_cost(self) -> str:
+    def gpu_cost(self) -> str:
         try:
             workload = common.current_workload(self.evidence)
         except StepSkipped:
@@ -535,6 +565,127 @@ class ColdStartJudge:
         held = ", ".join(f"{count}× {name}" for name, count in sorted(devices.items()))
         hours = sum(devices.values()) * 730
         return f"Cost: one replica holds {held} around the clock (≈{hours} GPU-hours a month) even with no traffic."
+
+
+# --- an LLMInferenceService ---------------------------------------------------------------------------------------
+
+
+class LlmColdStart:
+    """Scale-to-zero and the progress deadline for an LLMInferenceService's vLLM Deployments.
+
+    KServe renders ``<name>-kserve`` (and ``<name>-kserve-prefill``) as plain Deployments: no activator holds a
+    request while no pod is ready. spec.scaling makes a KEDA ScaledObject ``<name>-kserve-keda``
+    (``<name>-kserve-prefill-keda``) with ``minReplicaCount`` = spec.scaling.minReplicas (default 1) and the user's
+    ``idleReplicaCount``, or a WVA HPA ``<name>-kserve-hpa`` (minReplicas at least 1)
+    (pkg/controller/v1alpha2/llmisvc/scaling.go). KServe copies a Deployment's ``Progressing=False`` condition into
+    MainWorkloadReady / PrefillWorkloadReady (propagateWorkloadDeploymentStatus in workload_single_node.go)."""
+
+    def __init__(self, evidence: Evidence, judge: ColdStartJudge) -> None:
+        self.evidence = evidence
+        self.judge = judge
+        name = evidence.target.isvc
+        self.deployments = sorted(
+            (
+                obj
+                for obj in evidence.of(kinds.DEPLOYMENT)
+                if kube.namespace(obj) == evidence.target.namespace
+                and kube.name(obj) in (f"{name}-kserve", f"{name}-kserve-prefill")
+            ),
+            key=kube.name,
+        )
+
+    def scaled_to_zero(self) -> list[tuple[common.KubeObject, str]]:
+        """ScaledObjects on the vLLM Deployments that may take them to zero, with the field that allows it."""
+        found = []
+        workloads = {f"{self.evidence.target.isvc}-kserve", f"{self.evidence.target.isvc}-kserve-prefill"}
+        for obj in self.evidence.of(kinds.SCALED_OBJECT):
+            spec = kube.spec(obj)
+            if kube.namespace(obj) != self.evidence.target.namespace:
+                continue
+            if (spec.get("scaleTargetRef") or {}).get("name") not in workloads:
+                continue
+            for field_name in ("minReplicaCount", "idleReplicaCount"):
+                if spec.get(field_name) == 0:
+                    found.append((obj, f"{field_name} 0"))
+                    break
+        return found
+
+    def scale_to_zero(self) -> Finding | None:
+        zero = self.scaled_to_zero()
+        sizing = self.judge.cold.sizing()
+        if not zero or sizing is None or sizing[0] < LONG_COLD_START:
+            return None
+        seconds, basis, estimated = sizing
+        names = ", ".join(f"{kube.ref(obj)} ({why})" for obj, why in zero)
+        return Finding(
+            code="COLDSTART_SCALE_TO_ZERO",
+            title=f"vLLM can scale to zero with a {seconds:.0f} s cold start ({'estimated' if estimated else 'measured'})",
+            summary=f"KEDA may scale the vLLM Deployment to zero ({names}), and a cold start takes {seconds:.0f} s "
+            f"({basis}). Nothing holds a request while no vLLM pod is ready: the InferencePool has no endpoint, so "
+            "the first requests after an idle period fail until KEDA has activated the Deployment and a new pod has "
+            "loaded the model.",
+            objects=(self.judge.isvc_ref, *(kube.ref(obj) for obj, _ in zero)),
+            evidence=(*(f"{kube.ref(obj)}: {why}" for obj, why in zero), *self.judge.cold.lines()),
+            fix=Fix(
+                what="Keep a replica warm: remove idleReplicaCount 0 from spec.scaling.keda (or spec.scaling.wva.keda; "
+                "spec.prefill.scaling for prefill pods), so that KEDA stops at minReplicas (at least 1), unless callers "
+                f"can wait a cold start. {self.judge.gpu_cost()} (No patch yet for an LLMInferenceService.)"
+            ),
+        )
+
+    def rollout_cold_start(self) -> float | None:
+        """p95 of the cold starts from a pod's creation, raised to the longest such start still running. A container
+        restart in a running pod is no rollout: the Deployment stays Progressing=True through it."""
+        firsts = [pod for pod in self.judge.cold.pods if pod.start != pod_phases.RESTART]
+        totals = pod_phases.Distribution.of([total for pod in firsts if (total := pod.total) is not None])
+        running = [bound for pod in firsts if (bound := pod.starting_for) is not None]
+        values = [value for value in (totals.p95 if totals else None, max(running, default=None)) if value is not None]
+        return max(values) if values else None
+
+    def exceeds_progress_deadline(self) -> Finding | None:
+        measured = self.rollout_cold_start()
+        if measured is None or not self.deployments:
+            return None
+        over = []
+        for deployment in self.deployments:
+            deadline = float(kube.spec(deployment).get("progressDeadlineSeconds") or DEPLOYMENT_PROGRESS_DEADLINE)
+            failed = [
+                kube.describe_condition(condition)
+                for condition in kube.conditions(deployment)
+                if condition.get("type") == "Progressing"
+                and str(condition.get("status")) == "False"
+                and condition.get("reason") == "ProgressDeadlineExceeded"
+            ]
+            if measured > deadline or (failed and measured >= DEADLINE_SHARE * deadline):
+                over.append((deployment, deadline, failed))
+        if not over:
+            return None
+        deadline = min(seconds for _, seconds, _ in over)
+        raised = _round_up_minutes(measured * MARGIN)
+        lines = [
+            f"Deployment {kube.name(obj)} progressDeadlineSeconds: {seconds:.0f}"
+            + ("" if kube.spec(obj).get("progressDeadlineSeconds") else " (Kubernetes' default)")
+            for obj, seconds, _ in over
+        ]
+        lines += [f"Deployment {kube.name(obj)}: {condition}" for obj, _, failed in over for condition in failed]
+        return Finding(
+            code="COLDSTART_EXCEEDS_TIMEOUT",
+            title=f"Cold start ({measured:.0f} s) is longer than the Deployment's progress deadline ({deadline:.0f} s)",
+            summary=f"A vLLM pod takes {measured:.0f} s from its start to Ready ({self.judge.cold.describe_measured()}), "
+            f"longer than the progress deadline of its Deployment ({deadline:.0f} s). Kubernetes then marks every "
+            "rollout failed (Progressing=False, ProgressDeadlineExceeded) although the pods keep loading, and KServe "
+            "may copy that reason into the service's MainWorkloadReady / PrefillWorkloadReady; rollout checks and "
+            "GitOps tools read a failure (kserve/kserve#5684). The pods are not stopped, so requests are not lost by this alone.",
+            objects=(self.judge.isvc_ref, *(kube.ref(obj) for obj, _, _ in over)),
+            evidence=tuple(lines + self.judge.cold.lines()),
+            fix=Fix(
+                what=f"Raise the Deployment's spec.progressDeadlineSeconds to {raised} s ({MARGIN}× the measured "
+                f"{measured:.0f} s, in whole minutes). The LLMInferenceService has no field for it: patch the "
+                "Deployment KServe renders and check that the value survives KServe's next reconcile. A shorter "
+                "cold start (weights cached on the node, image pre-pulled) helps as well.",
+            ),
+            severity=Severity.WARNING,
+        )
 
 
 def _times(count: int) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import common, vllm_args
+from nbhelpers.facts import common, llmisvc, vllm_args
 from nbhelpers.findings import patches
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding, Fix
@@ -62,6 +62,8 @@ class ProbePort:
 
 def run(evidence: Evidence) -> list[Finding]:
     common.skip_modelmesh(evidence)
+    if evidence.target.is_llmisvc:
+        return _llmisvc_ports(evidence)
     workload = common.current_workload(evidence)
     server = vllm_args.parse_container(workload.serving)
     path = _traffic_path(evidence, workload)
@@ -401,3 +403,192 @@ def _retarget(service: common.KubeObject, name: str, port: int) -> None:
     for entry in service["spec"]["ports"]:
         if entry.get("targetPort") == name:
             entry["targetPort"] = port
+
+
+# --- an LLMInferenceService ---------------------------------------------------------------------------------------
+#
+# The Gateway sends to the InferencePool's targetPorts on the pod the endpoint picker chose (spec.router.scheduler),
+# else through the HTTPRoute to the Service <name>-kserve-workload-svc, whose targetPort KServe fixes at 8000
+# (reconcileWorkloadService, pkg/controller/v1alpha2/llmisvc/workload.go). On that port sits the "main receiver": vLLM
+# in container main, or on decode pods of the P/D presets the llm-d routing sidecar, which forwards to vLLM on 8001
+# (config/llmisvcconfig/config-llm-decode-template.yaml). docs/upstream-facts.md#llminferenceservice.
+
+
+@dataclass(frozen=True)
+class LlmTarget:
+    """A port the request path sends to: the pool's targetPort or the workload Service's targetPort."""
+
+    port: int
+    kind: str  # InferencePool | Service
+    ref: str
+    text: str  # "InferencePool.../x targetPorts 8000"
+
+
+def _llmisvc_ports(evidence: Evidence) -> list[Finding]:
+    common.require_read(evidence, kinds.POD.key + " ")
+    targets = _llmisvc_targets(evidence)
+    findings = []
+    for role, pod in _pods_by_role(evidence).items():
+        pod_spec = kube.pod_template_spec(pod)
+        container = common.container_named(pod_spec, {kube.LLMISVC_CONTAINER}) or common.serving_container(pod_spec)
+        if container is None:
+            continue
+        server = vllm_args.parse_container(container)
+        receivers = llmisvc.receivers(pod_spec)
+        for target in targets:
+            finding = _llmisvc_target_mismatch(evidence, role, pod, container, server, receivers, target)
+            if finding is not None:
+                findings.append(finding)
+        findings.extend(_llmisvc_probe_mismatches(evidence, role, pod, container, server, receivers))
+    return findings
+
+
+def _pods_by_role(evidence: Evidence) -> dict[str, common.KubeObject]:
+    """The newest vLLM pod of each llm-d role (else each workload Deployment's template, when no pod exists)."""
+    chosen: dict[str, common.KubeObject] = {}
+    pods = sorted(llmisvc.workload_pods(evidence), key=lambda pod: (kube.created(pod) or "", kube.name(pod)))
+    if not pods:
+        pods = [
+            obj
+            for obj in evidence.of(kinds.DEPLOYMENT)
+            if kube.namespace(obj) == evidence.target.namespace
+            and kube.is_llmisvc_workload(obj)
+            and kube.labels(obj).get(kube.LLMISVC_NAME_LABEL) == llmisvc.service_name(evidence)
+        ]
+    for pod in pods:
+        chosen[kube.labels(pod).get(kube.LLMISVC_ROLE_LABEL) or llmisvc.ROLE_BOTH] = pod
+    return chosen
+
+
+def _llmisvc_targets(evidence: Evidence) -> list[LlmTarget]:
+    """The ports requests arrive on: every target port of the pool(s) with a scheduler, and the workload Service's
+    targetPorts when a route sends to it (without a scheduler always; with one, KServe's preset route sends the
+    paths the picker does not handle, /v1/models or /health, straight to the Service:
+    config/llmisvcconfig/config-llm-router-route.yaml)."""
+    targets = []
+    if llmisvc.has_scheduler(evidence):
+        targets += [
+            LlmTarget(port, "InferencePool", pool.ref, f"{pool.ref} targetPorts {port}")
+            for pool in llmisvc.pools(evidence)
+            for port in pool.target_ports
+        ]
+    name = llmisvc.workload_service_name(evidence)
+    routed = any(f"Service/{name}" in llmisvc.route_backends(route) for route in llmisvc.routes(evidence))
+    service = common.named(evidence, kinds.SERVICE, name)
+    if service is None or (llmisvc.has_scheduler(evidence) and not routed):
+        return targets
+    for entry in kube.spec(service).get("ports") or []:
+        port = common.as_port(entry.get("targetPort")) or entry.get("port")
+        if isinstance(port, int):
+            text = f"{kube.ref(service)} port {entry.get('port')} → {port}"
+            targets.append(LlmTarget(port, "Service", kube.ref(service), text))
+    return targets
+
+
+def _llmisvc_lines(
+    pod: common.KubeObject, container: Mapping[str, Any], server: vllm_args.ServerCommand, receivers: dict[int, str]
+) -> list[str]:
+    listening = f"{server.port}" if server.port is not None else "unknown"
+    lines = [
+        f"listening port of {container.get('name')} in {kube.ref(pod)}: {listening} ({server.port_source})",
+        "containerPorts (containers and native sidecars): "
+        + (", ".join(f"{port} ({name})" for port, name in sorted(receivers.items())) or "none declared"),
+    ]
+    if server.argv:
+        lines.append(f"command line: {common.shorten(' '.join(server.argv))}")
+    return lines
+
+
+def _llmisvc_target_mismatch(
+    evidence: Evidence,
+    role: str,
+    pod: common.KubeObject,
+    container: Mapping[str, Any],
+    server: vllm_args.ServerCommand,
+    receivers: dict[int, str],
+    target: LlmTarget,
+) -> Finding | None:
+    """vLLM listens elsewhere than the port requests are sent to, and no other container of the pod takes that port
+    (a routing sidecar on it forwards to vLLM: not judged here)."""
+    listening = server.port
+    if listening is None or listening == target.port or receivers.get(target.port) not in (None, container.get("name")):
+        return None
+    pods = llmisvc.role_label(role)
+    via_pool = target.kind == "InferencePool"
+    consequence = (
+        "the endpoint picker hands out pod:port pairs that refuse the connection, so requests through the Gateway fail"
+        if via_pool
+        else "the Service's endpoints refuse the connection, so requests through the Gateway fail"
+    )
+    return Finding(
+        code="PORT_MISMATCH",
+        title=f"vLLM on the {pods} listens on {listening}, the {target.kind} sends to {target.port}",
+        summary=f"vLLM in container {container.get('name')} of the {pods} listens on {listening} "
+        f"({server.port_source}), but {target.text}: {consequence}.",
+        objects=(kube.ref(evidence.isvc), target.ref, kube.ref(pod)),
+        evidence=(
+            f"request path: {target.text} → {kube.name(pod)}:{target.port}",
+            *_llmisvc_lines(pod, container, server, receivers),
+        ),
+        fix=Fix(
+            what=f"Make vLLM listen on {target.port}: KServe's presets and its workload Service use 8000 for the "
+            "container that receives requests, and KServe does not support another port there (workload.go). Remove "
+            f"the --port {listening} the LLMInferenceService's template (spec.template, or spec.prefill.template for "
+            "prefill pods) adds"
+            + (
+                ", or set the pool's targetPorts to the listening port (spec.router.scheduler.pool.spec)"
+                if via_pool
+                else ""
+            )
+            + ". (No patch yet for an LLMInferenceService.)"
+        ),
+    )
+
+
+def _llmisvc_probe_mismatches(
+    evidence: Evidence,
+    role: str,
+    pod: common.KubeObject,
+    container: Mapping[str, Any],
+    server: vllm_args.ServerCommand,
+    receivers: dict[int, str],
+) -> list[Finding]:
+    """A probe of the vLLM container on a port vLLM does not listen on and no other container takes."""
+    if server.port is None:
+        return []
+    findings = []
+    for kind in PROBE_KINDS:
+        probe = container.get(kind) or {}
+        for handler in PROBE_HANDLERS:
+            declared = (
+                common.as_port((probe.get(handler) or {}).get("port"))
+                if isinstance(probe.get(handler), Mapping)
+                else None
+            )
+            if declared is None:
+                continue
+            number, _ = common.resolve_named_port([container], declared)
+            if number == server.port or (
+                number is not None and receivers.get(number) not in (None, container.get("name"))
+            ):
+                continue
+            findings.append(
+                Finding(
+                    code="PORT_MISMATCH",
+                    title=f"{kind} port {declared} is not vLLM's port {server.port} ({llmisvc.role_label(role)})",
+                    summary=f"The {kind} of container {container.get('name')} on the {llmisvc.role_label(role)} "
+                    f"checks port {declared}, while vLLM listens on {server.port}: the probe fails, so "
+                    + {
+                        "readinessProbe": "the pods never turn ready and get no traffic.",
+                        "livenessProbe": "the kubelet restarts a healthy server over and over.",
+                        "startupProbe": "the container is killed before it ever counts as started.",
+                    }[kind],
+                    objects=(kube.ref(evidence.isvc), kube.ref(pod)),
+                    evidence=tuple(_llmisvc_lines(pod, container, server, receivers)),
+                    fix=Fix(
+                        what=f"Set the {kind} port to {server.port} on container {container.get('name')} in the "
+                        "LLMInferenceService's template. (No patch yet for an LLMInferenceService.)"
+                    ),
+                )
+            )
+    return findings

@@ -238,7 +238,9 @@ def _gather_llmisvc(
     logs = _read_logs(reader, choose_log_pods(pods, _is_llmisvc_vllm_pod) + _picker_log_pod(pods), window, site)
 
     note("querying Prometheus")
-    metric_data = _query_metrics(metrics, target, window, reader.records)
+    metric_data = _query_metrics(metrics, target, window, reader.records, llmisvc_hpa_names(reader.objects, target))
+    if metrics is not None and not any(data.status in ("unreachable", "timeout") for data in metric_data.values()):
+        metric_data.update(_query_triggers(metrics, reader.objects, target.namespace, window))
     objects, events, logs, metric_data, versions, reads = _finish(cluster, reader, events, logs, metric_data)
     service = next(obj for obj in objects[kinds.LLM_INFERENCE_SERVICE.key] if kube.ref(obj) == target_ref)
     return Evidence(
@@ -534,6 +536,19 @@ def predictor_hpa_names(buckets: Mapping[str, Mapping[str, KubeObject]], target:
         scaled_name = str(scaled.get("name") or "")
         if scaled_name in deployments or scaled_name.startswith(f"{target.isvc}-predictor"):
             names.append(kube.name(hpa))
+    return tuple(sorted(names))
+
+
+def llmisvc_hpa_names(buckets: Mapping[str, Mapping[str, KubeObject]], target: Target) -> tuple[str, ...]:
+    """HPAs in the namespace that scale an LLMInferenceService's vLLM Deployments ``<name>-kserve`` and
+    ``<name>-kserve-prefill`` (KServe's ``<name>-kserve-hpa``, or the ``keda-hpa-<name>-kserve-keda`` KEDA generates
+    for its ScaledObject: pkg/controller/v1alpha2/llmisvc/scaling.go)."""
+    deployments = {f"{target.isvc}-kserve", f"{target.isvc}-kserve-prefill"}
+    names = [
+        kube.name(hpa)
+        for hpa in buckets.get(kinds.HPA.key, {}).values()
+        if str(((hpa.get("spec") or {}).get("scaleTargetRef") or {}).get("name") or "") in deployments
+    ]
     return tuple(sorted(names))
 
 

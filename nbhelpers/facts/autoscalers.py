@@ -301,10 +301,14 @@ class _Context:
         self.evidence = evidence
         self.namespace = evidence.target.namespace
         self.isvc = evidence.target.isvc
-        self.prefix = f"{self.isvc}-predictor"
-        # KServe's Deployment names (RawDeployment, and a Knative revision's): a scaleTargetRef of this form
-        # aims at the predictor even when the Deployment is missing from the evidence.
-        self.predictor_pattern = re.compile(rf"^{re.escape(self.prefix)}(?:-\d{{5}}-deployment)?$")
+        self.llmisvc = evidence.target.is_llmisvc
+        self.owner_kind = "LLMInferenceService" if self.llmisvc else "InferenceService"
+        self.prefix = f"{self.isvc}-kserve" if self.llmisvc else f"{self.isvc}-predictor"
+        # KServe's Deployment names (RawDeployment, and a Knative revision's; an LLMInferenceService's <name>-kserve and
+        # <name>-kserve-prefill, workload_single_node.go): a scaleTargetRef of this form aims at the predictor even when
+        # the Deployment is missing from the evidence.
+        shape = r"(?:-prefill)?" if self.llmisvc else r"(?:-\d{5}-deployment)?"
+        self.predictor_pattern = re.compile(rf"^{re.escape(self.prefix)}{shape}$")
         # The names before KServe 0.11 (a "default" component): ``<isvc>-predictor-default`` and its revisions'.
         self.legacy_pattern = re.compile(rf"^{re.escape(self.prefix)}-default(?:-\d{{5}}-deployment)?$")
         self.workloads: dict[tuple[str, str], KubeObject] = {}
@@ -320,9 +324,14 @@ class _Context:
         return sorted((o for o in self.evidence.of(kind) if kube.namespace(o) == self.namespace), key=kube.name)
 
     def labelled(self, obj: Mapping[str, Any]) -> bool:
+        if self.llmisvc:
+            return kube.is_llmisvc_workload(obj) and kube.labels(obj).get(kube.LLMISVC_NAME_LABEL) == self.isvc
         return kube.labels(obj).get(kube.ISVC_LABEL) == self.isvc
 
     def named_predictor(self, name: str) -> bool:
+        if self.llmisvc:
+            # KServe's autoscalers for an LLMInferenceService: <name>-kserve[-prefill]-hpa / -keda (scaling.go).
+            return name in {f"{self.prefix}{part}-{kind}" for part in ("", "-prefill") for kind in ("hpa", "keda")}
         return name == self.prefix or name.startswith(self.prefix + "-")
 
     def target(self, ref: Mapping[str, Any]) -> tuple[ScaleTarget, bool]:
@@ -362,13 +371,13 @@ class _Context:
         if targets_predictor:
             why.append("its scaleTargetRef names a predictor workload")
         owners = kube.metadata(obj).get("ownerReferences") or []
-        if any(o.get("kind") == "InferenceService" and o.get("name") == self.isvc for o in owners):
-            why.append(f"owned by InferenceService {self.isvc}")
+        if any(o.get("kind") == self.owner_kind and o.get("name") == self.isvc for o in owners):
+            why.append(f"owned by {self.owner_kind} {self.isvc}")
         for owner in owners:
             owner_ref = _owner_ref(owner, self.namespace)
             if owner_ref in parents:
                 why.append(f"owned by {owner_ref}")
-        if self.labelled(obj):
+        if self.labelled(obj) and not self.llmisvc:
             why.append(f"labelled {kube.ISVC_LABEL}={self.isvc}")
         if self.named_predictor(kube.name(obj)):
             why.append(f"named after {self.prefix}")

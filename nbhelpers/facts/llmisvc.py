@@ -194,3 +194,52 @@ def container_ports(pod: Mapping[str, Any]) -> set[int]:
             if isinstance(port.get("containerPort"), int):
                 declared.add(int(port["containerPort"]))
     return declared
+
+
+# --- roles (prefill / decode) ----------------------------------------------------------------------------------
+
+ROLE_PREFILL = "prefill"  # KServe's LLMDRolePrefill (pkg/constants/constants.go)
+ROLE_DECODE = "decode"  # LLMDRoleDecode: the main workload when a prefill workload exists
+ROLE_BOTH = "both"  # LLMDRoleBoth: the main workload of a service without disaggregated prefill
+
+
+def pod_roles(evidence: Evidence) -> dict[str, str]:
+    """Pod name → ``llm-d.ai/role`` of the service's vLLM pods; empty for an InferenceService or unlabelled pods."""
+    if not evidence.target.is_llmisvc:
+        return {}
+    roles = {}
+    for pod in workload_pods(evidence):
+        role = kube.labels(pod).get(kube.LLMISVC_ROLE_LABEL)
+        if role:
+            roles[kube.name(pod)] = str(role)
+    return roles
+
+
+def role_label(role: str, plural: bool = True) -> str:
+    """How a finding names a role's pods: ``prefill pods``, ``decode pods``, ``vLLM pods`` (role both)."""
+    noun = "pods" if plural else "pod"
+    return f"vLLM {noun}" if role == ROLE_BOTH else f"{role} {noun}"
+
+
+# --- ports -----------------------------------------------------------------------------------------------------
+
+ROUTING_SIDECAR = "llm-d-routing-sidecar"  # the P/D proxy in front of vLLM on decode pods (routingSidecar, workload.go)
+WORKLOAD_PORT = 8000  # the workload Service's port and targetPort, fixed by KServe (reconcileWorkloadService)
+
+
+def workload_service_name(evidence: Evidence) -> str:
+    return f"{service_name(evidence)}-kserve-workload-svc"
+
+
+def receivers(pod_spec: Mapping[str, Any]) -> dict[int, str]:
+    """containerPort → container name, over the containers and the native sidecars (initContainers with
+    ``restartPolicy: Always``, the way KServe's decode preset runs ``llm-d-routing-sidecar`` on 8000 in front of vLLM
+    on 8001: config/llmisvcconfig/config-llm-decode-template.yaml)."""
+    running = list(pod_spec.get("containers") or [])
+    running += [c for c in pod_spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    found: dict[int, str] = {}
+    for container in running:
+        for port in container.get("ports") or []:
+            if isinstance(port.get("containerPort"), int):
+                found.setdefault(int(port["containerPort"]), str(container.get("name")))
+    return found

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbhelpers.evidence.model import Evidence
-from nbhelpers.facts import common
+from nbhelpers.facts import common, llmisvc
 from nbhelpers.facts import timeout_path as chain
 from nbhelpers.facts.common import host_matches
 from nbhelpers.facts.timeout_path import Layer
@@ -55,10 +55,13 @@ def collect(evidence: Evidence) -> Chain:
     _client(evidence, path)
     for ingress in _on_path(evidence, kinds.INGRESS):
         _ingress(ingress, path)
-    for route in _on_path(evidence, kinds.HTTP_ROUTE):
+    # An LLMInferenceService is reached through its own HTTPRoutes and the Gateway: no VirtualService or Knative layer.
+    routes = llmisvc.routes(evidence) if evidence.target.is_llmisvc else _on_path(evidence, kinds.HTTP_ROUTE)
+    for route in routes:
         _http_route(evidence, route, path)
-    for service in _on_path(evidence, kinds.VIRTUAL_SERVICE):
-        _virtual_service(service, path)
+    if not evidence.target.is_llmisvc:
+        for service in _on_path(evidence, kinds.VIRTUAL_SERVICE):
+            _virtual_service(service, path)
     if common.effective_mode(evidence) == common.SERVERLESS:
         _knative(evidence, path)
     for kind in (kinds.INGRESS, kinds.VIRTUAL_SERVICE, kinds.HTTP_ROUTE):
@@ -75,8 +78,8 @@ def _client(evidence: Evidence, path: Chain) -> None:
         source = "--client-timeout"
     elif text is None:
         path.notes.append(
-            "client: timeout unknown (give --client-timeout, or declare it with the InferenceService annotation "
-            f"{CLIENT_TIMEOUT_ANNOTATION})"
+            f"client: timeout unknown (give --client-timeout, or declare it with the {evidence.target.kind} "
+            f"annotation {CLIENT_TIMEOUT_ANNOTATION})"
         )
         return
     else:
@@ -237,7 +240,10 @@ def _http_route(evidence: Evidence, route: Mapping[str, Any], path: Chain) -> No
     if values:
         seconds, where = min(values)
         kserve_default = (
-            kserve_owned(route) and _isvc_timeout(evidence) is None and seconds == chain.KSERVE_HTTPROUTE_DEFAULT
+            not evidence.target.is_llmisvc  # KServe's LLMInferenceService route preset sets 0s, not 60 s
+            and kserve_owned(route)
+            and _isvc_timeout(evidence) is None
+            and seconds == chain.KSERVE_HTTPROUTE_DEFAULT
         )
         source = (
             f"{where}: KServe's default for the HTTPRoutes it generates (v0.15+), the InferenceService sets no "

@@ -350,6 +350,12 @@ def _target_port_finding(pool: llmisvc.Pool, ready: list[KubeObject], selector_t
     listening: dict[str, tuple[int, str]] = {}
     for pod in ready:
         container = common.serving_container(kube.spec(pod))
+        receivers = llmisvc.receivers(kube.spec(pod))
+        others = {receivers[port] for port in pool.target_ports if port in receivers} - {
+            str((container or {}).get("name"))
+        }
+        if others:
+            return None  # another container takes the port: the P/D routing sidecar in front of vLLM
         command = vllm_args.parse_container(container) if container is not None else None
         if command is not None and command.port is not None:
             listening[kube.name(pod)] = (

@@ -142,7 +142,7 @@ def _unavailable_remediation(state: metrics_apis.ApiState, consumers: list[Consu
         lines.append(
             "Fix the provider (pods ready, Service endpoints present, port reachable from the control plane, TLS "
             "accepted); the HPA recovers on its next sync without any change to it. This is a cluster "
-            "component: no patch to the InferenceService helps."
+            "component: no patch to the service helps."
         )
     return "\n".join(lines)
 

@@ -122,8 +122,14 @@ def _remediation(pipeline: MetricPipeline, scaled_object: Autoscaler, promql: st
         lines.append(
             "To scale from zero, activate on a signal that exists without any pod: requests counted in front of the "
             "pods (the ingress or gateway request rate for this service's host) as a second trigger, or KEDA's HTTP "
-            "add-on, which holds requests while it activates; else keep one replica (minReplicaCount 1; with "
-            "KServe's keda class, spec.predictor.minReplicas 1)."
+            "add-on, which holds requests while it activates; else keep one replica ("
+            + (
+                "drop idleReplicaCount 0 from the LLMInferenceService's spec.scaling.keda, so that KEDA stops at "
+                "minReplicas"
+                if pipeline.evidence.target.is_llmisvc
+                else "minReplicaCount 1; with KServe's keda class, spec.predictor.minReplicas 1"
+            )
+            + ")."
         )
     lines += [
         "Run the trigger's query in the Prometheus the trigger names, over the last hour:",

@@ -27,7 +27,7 @@ from nbhelpers.checks.queue_vs_oom._facts import (
     scan,
 )
 from nbhelpers.checks.queue_vs_oom._memory import fitting, tensor_parallel_that_fits, weights_exceed_gpu
-from nbhelpers.facts import engine
+from nbhelpers.facts import engine, llmisvc
 from nbhelpers.facts.vllm_log import WARMUP_OOM, warmup_oom_requests
 from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.models.vllm_memory import DEFAULT_GPU_MEMORY_UTILIZATION, GIB, default_max_num_batched_tokens
@@ -69,7 +69,7 @@ def gpu_oom(facts: EngineFacts) -> Finding | None:
     )
     summary = (
         f"The GPU ran out of memory ({'; '.join(dict.fromkeys(details)) or 'CUDA out of memory'}) "
-        f"{when} in {len(pods)} pod(s). {cause}; the engine dies"
+        f"{when} in {_where(pods, llmisvc.pod_roles(facts.evidence))}. {cause}; the engine dies"
         + (", the container restarts" if restarts else "")
         + " and requests fail until it is back."
     )
@@ -85,6 +85,15 @@ def gpu_oom(facts: EngineFacts) -> Finding | None:
         ),
         evidence=tuple([hit.describe() for hit in hits + dead] + restarts + facts.memory_lines()),
         fix=fix,
+    )
+
+
+def _where(pods: list[str], roles: dict[str, str]) -> str:
+    """``2 pod(s)``, or, for an LLMInferenceService, the pods with their llm-d role (``prefill pod x``)."""
+    if not any(pod in roles for pod in pods):
+        return f"{len(pods)} pod(s)"
+    return ", ".join(
+        f"{llmisvc.role_label(roles[pod], plural=False)} {pod}" if pod in roles else f"pod {pod}" for pod in pods
     )
 
 

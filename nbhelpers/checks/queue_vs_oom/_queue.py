@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from nbhelpers.checks.queue_vs_oom._facts import LEN_FLAG, SEQS_FLAG, UTIL_FLAG, EngineFacts, clock
 from nbhelpers.checks.queue_vs_oom._memory import utilization_cap
-from nbhelpers.facts import common, vllm_args
+from nbhelpers.facts import common, llmisvc, vllm_args
 from nbhelpers.facts.engine import Valued
 from nbhelpers.findings import patches
 from nbhelpers.findings.catalog import Severity
@@ -105,11 +105,13 @@ def _saturation(
     failed = regime.count_during(queue.failed_requests, [s.episode for s in saturated], queue.rate_range)
     deepest = max(s.episode.peak_waiting for s in saturated)
     queue_peak = max((s.queue_time_peak for s in saturated if s.queue_time_peak is not None), default=None)
+    roles = llmisvc.pod_roles(facts.evidence)
     summary = (
         f"For up to {_minutes(longest.episode.seconds)} requests waited in vLLM's queue (up to {deepest:.0f}) "
-        f"while {len(pods)} pod(s) ran at their {_ceiling_text(analysis, ceiling)}"
+        f"while {_pods_text(pods, roles)} ran at their {_ceiling_text(analysis, ceiling)}"
         + (f"; queue time p95 reached {queue_peak:.1f} s" if queue_peak is not None else "")
         + ". No KV-cache pressure or GPU out-of-memory explains it: the service had less capacity than demand."
+        + _by_role(queue, roles)
     )
     severity = None
     if failed >= 1:
@@ -118,7 +120,8 @@ def _saturation(
         )
         severity = Severity.CRITICAL
     evidence = [
-        f"pod {s.episode.pod}: {clock(s.episode.start)}-{clock(s.episode.end)} ({_minutes(s.episode.seconds)}): "
+        f"pod {_pod_text(s.episode.pod, roles)}: {clock(s.episode.start)}-{clock(s.episode.end)} "
+        f"({_minutes(s.episode.seconds)}): "
         f"running up to {s.episode.peak_running:.0f}/{s.ceiling:.0f}, waiting up to {s.episode.peak_waiting:.0f}"
         + (f", KV usage up to {s.episode.peak_kv:.2f}" if s.episode.peak_kv is not None else "")
         for s in saturated
@@ -134,7 +137,8 @@ def _saturation(
     fix = _capacity_fix(facts, saturated, queue)
     return Finding(
         code="QUEUE_SATURATION",
-        title=f"requests queued at the concurrency ceiling for {_minutes(longest.episode.seconds)} ({len(pods)} pod(s))",
+        title=f"requests queued at the concurrency ceiling for {_minutes(longest.episode.seconds)} "
+        f"({_pods_text(pods, roles)})",
         summary=summary,
         objects=tuple(
             dict.fromkeys([*facts.objects, *(f"Pod/{facts.evidence.target.namespace}/{pod}" for pod in pods)])
@@ -149,6 +153,9 @@ def _capacity_fix(facts: EngineFacts, saturated: Sequence[regime.Saturation], qu
     kv_peaks = [s.episode.peak_kv for s in saturated]
     known = [kv for kv in kv_peaks if kv is not None]
     current = max(s.ceiling for s in saturated)
+    # Replicas and flags are set per workload: for an LLMInferenceService only the pods of the saturated llm-d role.
+    roles = llmisvc.pod_roles(facts.evidence)
+    saturated_roles = {roles.get(s.episode.pod, "") for s in saturated}
     if known and len(known) == len(kv_peaks) and max(known) <= KV_HEADROOM and facts.server.server == vllm_args.VLLM:
         raised = int(min(2 * current, math.floor(current * KV_TARGET / max(max(known), 0.01))))
         if raised > current:
@@ -159,12 +166,21 @@ def _capacity_fix(facts: EngineFacts, saturated: Sequence[regime.Saturation], qu
                 "preemptions. Add replicas if demand grows further."
             )
             plan = facts.args_patch({SEQS_FLAG: str(raised)})
-            return Fix.from_plan(what, plan, no_patch=facts.no_patch_reason())
+            no_patch = facts.no_patch_reason()
+            if llmisvc.ROLE_PREFILL in saturated_roles:
+                no_patch = (
+                    "(No patch yet for an LLMInferenceService: the prefill pods take their container from "
+                    "spec.prefill.template; change the flag there.)"
+                )
+            return Fix.from_plan(what, plan, no_patch=no_patch)
     demand = max((s.episode.peak_running + s.episode.peak_waiting) / s.ceiling for s in saturated)
+    peers = {pod: samples for pod, samples in queue.pods.items() if roles.get(pod, "") in saturated_roles}
     serving = max(
-        sum(1 for samples in queue.pods.values() if any(s.episode.overlaps(p.t, 0) for p in samples)) for s in saturated
+        sum(1 for samples in peers.values() if any(s.episode.overlaps(p.t, 0) for p in samples)) for s in saturated
     )
     needed = math.ceil(serving * demand)
+    if facts.evidence.target.is_llmisvc:
+        return _llmisvc_capacity_fix(facts, saturated_roles, demand, serving, needed)
     predictor = kube.spec(facts.evidence.isvc).get("predictor") or {}
     max_replicas = int(predictor.get("maxReplicas") or predictor.get("minReplicas") or 1)
     room = (
@@ -212,10 +228,12 @@ def _kv_pressure(
         parts.append(
             "requests waiting while running stayed below the concurrency ceiling (admission blocked by the cache)"
         )
+    roles = llmisvc.pod_roles(facts.evidence)
     summary = (
         f"The KV cache was ≥ {regime.KV_FULL:.0%} full for up to {_minutes(longest.episode.seconds)} in "
-        f"{len(pods)} pod(s) with {' and '.join(parts)}, at up to {peak_running:.0f} running requests. The requests "
-        "in flight needed more context than the cache holds: throughput drops and latency grows."
+        f"{_pods_text(pods, roles)} with {' and '.join(parts)}, at up to {peak_running:.0f} running requests. The "
+        "requests in flight needed more context than the cache holds: throughput drops and latency grows."
+        + _by_role(queue, roles)
     )
     if facts.engine.kv_cache_tokens:
         summary += (
@@ -229,8 +247,8 @@ def _kv_pressure(
     target = max(1, math.floor(peak_running * KV_TARGET / max(longest.episode.peak_kv or 1.0, regime.KV_FULL)))
     current = ceiling.value if ceiling else None
     evidence = [
-        f"pod {p.episode.pod}: {clock(p.episode.start)}-{clock(p.episode.end)} ({_minutes(p.episode.seconds)}): "
-        f"KV usage up to {p.episode.peak_kv or 0:.2f}, running up to {p.episode.peak_running:.0f}, "
+        f"pod {_pod_text(p.episode.pod, roles)}: {clock(p.episode.start)}-{clock(p.episode.end)} "
+        f"({_minutes(p.episode.seconds)}): KV usage up to {p.episode.peak_kv or 0:.2f}, running up to {p.episode.peak_running:.0f}, "
         f"waiting up to {p.episode.peak_waiting:.0f}, ≈{p.preemptions:.0f} preemptions"
         for p in pressures
     ]
@@ -274,3 +292,70 @@ def _kv_pressure(
 
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+# --- roles of an LLMInferenceService (llm-d.ai/role on its vLLM pods) -----------------------------------------
+
+
+def _pod_text(pod: str, roles: dict[str, str]) -> str:
+    return f"{pod} ({roles[pod]})" if pod in roles else pod
+
+
+def _pods_text(pods: Sequence[str], roles: dict[str, str]) -> str:
+    """``2 pod(s)``, or ``2 prefill pod(s)`` when every pod named has that llm-d role."""
+    found = {roles.get(pod, "") for pod in pods}
+    role = found.pop() if len(found) == 1 else ""
+    return f"{len(pods)} {role} pod(s)" if role and role != llmisvc.ROLE_BOTH else f"{len(pods)} pod(s)"
+
+
+def _by_role(queue: regime.QueueFacts, roles: dict[str, str]) -> str:
+    """`` By role: prefill pods (2): up to 14 waiting, 8 running; decode pods (2): idle.`` when the pods have more
+    than one llm-d role, so the reader sees which workload ran out; ``""`` otherwise."""
+    samples_by_role: dict[str, list[regime.PodSample]] = {}
+    pods_by_role: dict[str, int] = {}
+    for pod, samples in queue.pods.items():
+        role = roles.get(pod)
+        if role is not None:
+            samples_by_role.setdefault(role, []).extend(samples)
+            pods_by_role[role] = pods_by_role.get(role, 0) + 1
+    if len(samples_by_role) < 2:
+        return ""
+    parts = []
+    for role in sorted(samples_by_role, key=lambda name: (name != llmisvc.ROLE_PREFILL, name)):
+        samples = samples_by_role[role]
+        waiting = max((sample.waiting for sample in samples), default=0.0)
+        running = max((sample.running for sample in samples), default=0.0)
+        if waiting > 0:
+            state = f"up to {waiting:.0f} waiting, {running:.0f} running"
+        else:
+            state = f"no queue (up to {running:.0f} running)" if running > 0 else "idle"
+        parts.append(f"{llmisvc.role_label(role)} ({pods_by_role[role]}): {state}")
+    return " By role: " + "; ".join(parts) + "."
+
+
+def _llmisvc_capacity_fix(
+    facts: EngineFacts, saturated_roles: set[str], demand: float, serving: int, needed: int
+) -> Fix:
+    """Replicas of an LLMInferenceService are set per workload: ``spec.replicas`` (or ``spec.scaling``) for the main
+    (decode/both) pods, ``spec.prefill.replicas`` (``spec.prefill.scaling``) for the prefill pods
+    (``WorkloadSpec`` in pkg/apis/serving/v1alpha2/llm_inference_service_types.go)."""
+    spec = kube.spec(facts.evidence.isvc)
+    prefill = llmisvc.ROLE_PREFILL in saturated_roles
+    block = (spec.get("prefill") or {}) if prefill else spec
+    where = "spec.prefill" if prefill else "spec"
+    scaling = block.get("scaling") or {}
+    if scaling.get("maxReplicas"):
+        field, current = f"{where}.scaling.maxReplicas", int(scaling["maxReplicas"])
+    else:
+        field, current = f"{where}.replicas", int(block.get("replicas") or 1)
+    whose = "the prefill workload" if prefill else "the main (decode) workload"
+    what = (
+        f"Demand reached {demand:.1f}x what {serving} pod(s) at their ceiling serve: about {needed} replicas of {whose} "
+        f"would have served it without queueing. {field} is {current}"
+    )
+    if needed <= current:
+        return Fix(what=what + ": the autoscaler did not add replicas in time; look at spec.scaling's triggers.")
+    return Fix(
+        what=what + f": raise it to {needed} on the LLMInferenceService (and make sure GPUs for them exist). "
+        "(No patch yet for an LLMInferenceService.)"
+    )

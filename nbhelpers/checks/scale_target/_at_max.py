@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from nbhelpers.checks.scale_target._facts import ScaleTargetFacts, Unit
+from nbhelpers.checks.scale_target._fixes import llmisvc_scaling_fix
 from nbhelpers.facts import autoscalers, common, scaling
 from nbhelpers.findings import patches
 from nbhelpers.findings.model import Finding, Fix
@@ -246,6 +247,13 @@ def _max_fix(facts: ScaleTargetFacts, unit: Unit, needed: int, how: str, pinned:
             obj["spec"][field] = needed
 
         return Fix.from_plan(what, patches.plan_patch(unit.primary.obj, raise_max))
+    if unit.llmisvc_owned or facts.evidence.target.is_llmisvc:
+        return llmisvc_scaling_fix(
+            unit,
+            what.replace("raise the maximum to", "raise maxReplicas to", 1).replace(
+                "Raise the maximum to", "Raise maxReplicas to", 1
+            ),
+        )
     annotations = kube.annotations(facts.evidence.isvc)
     key = next((k for k in KNATIVE_MAX_SCALE_KEYS if k in annotations), None)
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nbhelpers.checks.scale_target._facts import ScaleTargetFacts, Unit, can_scale
-from nbhelpers.checks.scale_target._fixes import external_fix
+from nbhelpers.checks.scale_target._fixes import external_fix, llmisvc_scaling_fix
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import autoscalers, common, scaling
 from nbhelpers.findings import patches
@@ -110,6 +110,13 @@ def _behavior_fix(facts: ScaleTargetFacts, unit: Unit, fixed: dict[str, Any]) ->
         return Fix.from_plan(how, patches.plan_patch(unit.primary.obj, set_keda_behavior))
     if unit.kserve_owned and unit.primary.kind == autoscalers.HPA and facts.mode == common.RAW:
         return external_fix(facts, unit, how, behavior=fixed)
+    if unit.llmisvc_owned:
+        field = (
+            "wva.hpa.behavior"
+            if unit.primary.kind == autoscalers.HPA
+            else "keda.advanced.horizontalPodAutoscalerConfig.behavior"
+        )
+        return llmisvc_scaling_fix(unit, f"{how} KServe takes the behavior from {field}.")
     return Fix(what=f"{how} (No patch: the InferenceService has no field for the behavior of {unit.primary.ref}.)")
 
 

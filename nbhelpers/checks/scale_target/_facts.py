@@ -36,6 +36,11 @@ class Unit:
         return (self.owner or "").startswith("InferenceService/")
 
     @property
+    def llmisvc_owned(self) -> bool:
+        """Rendered by KServe from an LLMInferenceService's spec.scaling (``<name>-kserve-keda`` / ``-hpa``)."""
+        return (self.owner or "").startswith("LLMInferenceService/")
+
+    @property
     def user_owned(self) -> bool:
         return self.owner is None
 

@@ -75,6 +75,10 @@ def request_metric_fix(facts: ScaleTargetFacts, unit: Unit, drop: Callable[[auto
         return _kserve_keda_fix(facts, target, how)
     if unit.kserve_owned and facts.mode == common.RAW:
         return external_fix(facts, unit, how, metrics=[_running_metric(target)])
+    if unit.llmisvc_owned:
+        return llmisvc_scaling_fix(
+            unit, f"Scale on running requests per pod: a prometheus trigger on {RUNNING_METRIC} in keda.triggers. {how}"
+        )
     return Fix(
         what=f"Scale on running requests per pod. {how} (No patch: {unit.primary.ref} is owned by {unit.owner}.)"
     )
@@ -232,3 +236,14 @@ def write_kpa_target(
         annotations[kpa_model.KNATIVE_TARGET_ANNOTATION] = str(target)
     if not annotations:
         isvc["metadata"].pop("annotations", None)
+
+
+def llmisvc_scaling_fix(unit: Unit, change: str) -> Fix:
+    """The fix for an autoscaler KServe renders from an LLMInferenceService: it is rewritten from spec.scaling
+    (spec.prefill.scaling for the prefill Deployment) on every reconcile (pkg/controller/v1alpha2/llmisvc/scaling.go:
+    minReplicas, maxReplicas, keda.triggers / cooldownPeriod / idleReplicaCount, wva.hpa.behavior)."""
+    where = "spec.prefill.scaling" if unit.primary.scale_target.name.endswith("-prefill") else "spec.scaling"
+    return Fix(
+        what=f"{change} Make the change in the LLMInferenceService's {where}: KServe renders {unit.primary.ref} from "
+        "it and overwrites a direct edit. (No patch yet for an LLMInferenceService.)"
+    )
