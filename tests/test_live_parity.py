@@ -54,6 +54,10 @@ NEEDS_MORE_THAN_OBJECTS = {
     "VLLM_KV_CAPACITY_EXCEEDED/serverless_v0_engine.yaml",  # logs
     "ENGINE_START_FAILED/raw_batched_tokens_below_model_len.yaml",  # the engine's log
     "ENGINE_START_FAILED/raw_tensor_parallel_above_gpus.yaml",  # the engine's log
+    "CONTAINER_FAILING_UNKNOWN_CAUSE/raw_custom_predictor_exits.yaml",  # the container's log
+    "CONTAINER_FAILING_UNKNOWN_CAUSE/raw_exec_format_error.yaml",  # the container's log
+    "CONTAINER_FAILING_UNKNOWN_CAUSE/raw_huggingfaceserver_start_failed.yaml",  # the container's log
+    "CONTAINER_FAILING_UNKNOWN_CAUSE/raw_sidecar_exec_format_error.yaml",  # the container's log
     "VLLM_MEMORY_UTILIZATION_RISKY/serverless_shared_gpu.yaml",  # logs
     "QUEUE_SATURATION/raw_at_max_replicas.yaml",  # metrics
     "QUEUE_SATURATION/serverless_max_num_seqs_32.yaml",  # metrics
