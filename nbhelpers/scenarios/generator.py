@@ -28,7 +28,7 @@ from nbhelpers.scenarios.objects import AGENT_CONTAINER, ObjectBuilder
 from nbhelpers.scenarios.spec import ScenarioSpec
 from nbhelpers.scenarios.state import Plan, custom_metrics_api_missing, plan, stale_hpa_target
 from nbhelpers.scenarios.traffic import Simulation, simulate
-from nbhelpers.sources import kinds, kube
+from nbhelpers.sources import kinds
 from nbhelpers.sources.base import LogRequest, RangeResult, describe_get, describe_list, describe_logs
 from nbhelpers.sources.bundle import ObjectStore
 from nbhelpers.sources.kube import KubeObject
@@ -150,9 +150,9 @@ def build_logs(scenario: Plan, simulation: Simulation) -> dict[tuple[str, str, s
         # the last terminated container (lastState.terminated): the same run while the pod waits in back-off.
         terminated = [run for run in pod.runs if run.ended is not None]
         current = pod.runs[-1]
-        logs[(namespace, pod.name, kube.SERVING_CONTAINER, False)] = vllm_log(scenario, pod, current, states)
+        logs[(namespace, pod.name, scenario.container, False)] = vllm_log(scenario, pod, current, states)
         if terminated:
-            logs[(namespace, pod.name, kube.SERVING_CONTAINER, True)] = vllm_log(scenario, pod, terminated[-1], states)
+            logs[(namespace, pod.name, scenario.container, True)] = vllm_log(scenario, pod, terminated[-1], states)
         if scenario.serverless:
             logs[(namespace, pod.name, "queue-proxy", False)] = queue_proxy_log(scenario, pod)
         if pod.sidecar_started is not None:
