@@ -571,6 +571,8 @@ class _Simulator:
                 self.record("kube_horizontalpodautoscaler_status_desired_replicas", hpa, moment, replicas)
         if self.nginx_timeout is not None and moment >= self.spec.timeline.deployed_at:
             self.step_nginx(moment, demand * seconds if not ready else 0.0)
+        if self.plan.llmisvc:
+            return  # the Gateway's own metrics are its implementation's: the scenario serves none
         if self.spec.cluster.ingress != "istio" or moment < self.spec.timeline.deployed_at:
             return
         # Without a ready pod Istio finds no healthy upstream (503 UH), unless Knative's activator holds the

@@ -311,8 +311,10 @@ def _check_workload_names(bundle: _Bundle) -> list[str]:
         template_hash = kube.labels(pod).get("pod-template-hash", "")
         owners = kube.owner_names(pod, "ReplicaSet")
         name = kube.name(pod)
-        if not name.startswith(f"{isvc}-predictor-"):
-            problems.append(f"pod {name}: predictor pods are named {isvc}-predictor-...")
+        # An LLMInferenceService's vLLM pods come from <name>-kserve (or -kserve-prefill): workload_single_node.go.
+        prefix = f"{isvc}-kserve-" if kube.is_llmisvc_workload(pod) else f"{isvc}-predictor-"
+        if not name.startswith(prefix):
+            problems.append(f"pod {name}: predictor pods are named {prefix}...")
         for owner in owners:
             if owner not in replica_sets:
                 continue
