@@ -93,6 +93,8 @@ SHIPPED = (
     "llmisvc-picker-rbac-failclose",
     "llmisvc-pool-selector-label-renamed",
     "llmisvc-gateway-class-without-controller",
+    "llmisvc-route-empty-backends",
+    "llmisvc-ready-false-while-serving",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -173,6 +175,9 @@ LLMISVC_SOURCES = {
         "https://github.com/kgateway-dev/kgateway/issues/14012",
         "ROUTING_GATEWAY_NOT_PROGRAMMED",
     ),
+    "llmisvc-route-empty-backends": ("https://github.com/kserve/kserve/issues/5385", "ROUTING_HTTPROUTE_NOT_ACCEPTED"),
+    # Ready=False while serving: LLMISVC_NOT_READY is info, so nothing is ranked.
+    "llmisvc-ready-false-while-serving": ("https://github.com/kserve/kserve/issues/5986", ""),
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session. About 0.3 s a
 # scenario on an idle 2-core machine; a second a scenario leaves room for a loaded one (the suite runs on every core).

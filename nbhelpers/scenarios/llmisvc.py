@@ -103,6 +103,13 @@ class RouterState:
     picker_log: tuple[str, ...]
     extra_selector: dict[str, str]  # labels the owner added to the pool's selector
     pod_labels: dict[str, str]  # labels the owner set on the workload (spec.labels)
+    route_backends: bool  # the managed HTTPRoute names its backends (False: KServe's empty stub)
+    readiness_stuck: bool  # KServe misses the pool's acceptance (kserve/kserve#5986)
+
+    @property
+    def pool_attached(self) -> bool:
+        """A Gateway controller has accepted the pool: a route names it, or (no managed route) another controller."""
+        return self.controller and self.route_backends
 
 
 def router_state(spec: ScenarioSpec) -> RouterState:
@@ -121,6 +128,8 @@ def router_state(spec: ScenarioSpec) -> RouterState:
         picker_log=tuple(str(line) for line in picker.get("log", ())) if picker is not None else (),
         extra_selector={str(k): str(v) for k, v in (pool.get("selector") or {}).items()},
         pod_labels={str(k): str(v) for k, v in (pool.get("pod_labels") or {}).items()},
+        route_backends="route_without_backends" not in faults,
+        readiness_stuck="pool_readiness_stuck" in faults,
     )
 
 
@@ -232,7 +241,7 @@ class LlmObjectBuilder(ObjectBuilder):
             "replicas": isvc.min_replicas,
             "template": {"containers": [container]},
             "router": {
-                "route": {},
+                **({"route": {}} if router.route else {}),
                 "gateway": {"refs": [{"name": router.gateway_name, "namespace": router.gateway_namespace}]},
             },
         }
@@ -291,22 +300,7 @@ class LlmObjectBuilder(ObjectBuilder):
             ),
         ]
         if self.router.scheduler:
-            pool = f"{self.ns}/{self.pool_name}"
-            routing.append(
-                (
-                    "InferencePoolReady",
-                    self.state.controller,
-                    early,
-                    *(
-                        ("", "")
-                        if self.state.controller
-                        else (
-                            "WaitingForGateway",
-                            f"Inference Pool {pool} exists but no Gateway controller has accepted it yet",
-                        )
-                    ),
-                )
-            )
+            routing.append(("InferencePoolReady", *self._pool_readiness(early, gateway)))
             picker_ready_at = self.picker_ready_at
             routing.append(
                 (
@@ -336,6 +330,21 @@ class LlmObjectBuilder(ObjectBuilder):
                 )
             )
         return sorted(entries, key=lambda entry: entry["type"])
+
+    def _pool_readiness(self, early: datetime, gateway: str) -> tuple[bool, datetime, str, str]:
+        """InferencePoolReady as router.go computes it: WaitingForGateway until a Gateway's controller accepted the
+        pool, and (kserve/kserve#5986) still WaitingForGateway when KServe misses an acceptance that is there."""
+        pool = f"{self.ns}/{self.pool_name}"
+        if not self.state.pool_attached:
+            return (
+                False,
+                early,
+                "WaitingForGateway",
+                f"Inference Pool {pool} exists but no Gateway controller has accepted it yet",
+            )
+        if self.state.readiness_stuck:
+            return False, early, "WaitingForGateway", f"Inference Pool {pool} is not yet accepted by gateway {gateway}"
+        return True, early, "", ""
 
     def _picker_unavailable(self) -> tuple[str, str]:
         if self._picker_deadline_exceeded:
@@ -706,19 +715,29 @@ class LlmObjectBuilder(ObjectBuilder):
             "namespace": self.router.gateway_namespace,
         }
 
-    def _accepted_parents(self, moment: datetime, with_controller: bool) -> list[KubeObject]:
+    def _accepted_parents(self, moment: datetime, with_controller: bool, message: str = "") -> list[KubeObject]:
         if not self.state.controller:
             return []
         entry: KubeObject = {
             "parentRef": self._parent_ref(),
             "conditions": [
-                {**_condition("Accepted", True, moment, "Accepted"), "observedGeneration": 1},
+                {**_condition("Accepted", True, moment, "Accepted", message), "observedGeneration": 1},
                 {**_condition("ResolvedRefs", True, moment, "ResolvedRefs"), "observedGeneration": 1},
             ],
         }
         if with_controller:
             entry["controllerName"] = self.router.gateway_controller
         return [entry]
+
+    def _pool_parents(self, moment: datetime) -> list[KubeObject]:
+        """The pool's status: written by the Gateway controller that routes to it (through KServe's route, or its own
+        route when KServe manages none)."""
+        if not self.state.pool_attached:
+            return []
+        if self.router.route:
+            return self._accepted_parents(moment, False)
+        accepted = f"InferencePool has been Accepted by controller {self.router.gateway_controller}"
+        return self._accepted_parents(moment, False, accepted)
 
     def http_route(self) -> KubeObject:
         name, created = self.isvc.name, self.deployed + timedelta(seconds=2)
@@ -758,6 +777,9 @@ class LlmObjectBuilder(ObjectBuilder):
                 "timeouts": {"backendRequest": "0s", "request": "0s"},
             }
         )
+        if not self.state.route_backends:
+            # kserve/kserve#5385: the generated route as the report shows it, a bare PathPrefix / and no backendRefs.
+            rules = [{"matches": [{"path": {"type": "PathPrefix", "value": "/"}}]}]
         status: KubeObject = {"parents": self._accepted_parents(created + timedelta(seconds=1), True)}
         return {
             "apiVersion": GATEWAY_API,
@@ -851,7 +873,7 @@ class LlmObjectBuilder(ObjectBuilder):
                     "failureMode": self.router.failure_mode,
                 },
             },
-            "status": {"parents": self._accepted_parents(created + timedelta(seconds=1), False)},
+            "status": {"parents": self._pool_parents(created + timedelta(seconds=1))},
         }
 
 
@@ -868,7 +890,8 @@ def build_objects(scenario: Plan) -> list[KubeObject]:
     pair = builder.endpoints(service, [])
     if pair is not None:
         objects += list(pair)
-    objects += [builder.http_route(), builder.gateway()]
+    objects += [builder.http_route()] if builder.router.route else []
+    objects.append(builder.gateway())
     if builder.router.scheduler:
         objects += [builder.inference_pool(), *builder.picker_objects()]
     objects += builder.nodes() + builder.api_services() + builder.metrics_server()

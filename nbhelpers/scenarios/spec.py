@@ -155,7 +155,19 @@ FAULT_TYPES = (
 #   which no vLLM pod carries: the pool has no endpoint although every pod is ready.
 # - gateway_not_programmed (reason, message): the Gateway the route hangs on is Accepted but not Programmed (no address
 #   allocated, an invalid listener); with ``reason: ""`` no controller owns its GatewayClass and it has no status.
-LLMISVC_FAULT_TYPES = ("picker_not_ready", "pool_selector_misses", "gateway_not_programmed")
+# - route_without_backends: KServe generated its HTTPRoute as a stub, one PathPrefix / rule with no backendRefs, and
+#   never filled it in; the Gateway accepts the route, nothing attaches the pool, and the service waits for the Gateway
+#   for ever (kserve/kserve#5385).
+# - pool_readiness_stuck: the service routes through a Gateway an external controller attaches the pool to (no managed
+#   route: ``llmisvc.route: false``); the pool is accepted and requests are served, but KServe keeps
+#   InferencePoolReady=False (WaitingForGateway) and so Ready=False (kserve/kserve#5986).
+LLMISVC_FAULT_TYPES = (
+    "picker_not_ready",
+    "pool_selector_misses",
+    "gateway_not_programmed",
+    "route_without_backends",
+    "pool_readiness_stuck",
+)
 BLOCKING_FAULT_TYPES = ("init_container_fails", "image_pull_fails", "image_digest_unresolved", "pod_creation_rejected")
 INIT_FAILURE_REASONS = ("Error", "OOMKilled")
 # Faults that give the owner their own HPA on a Pods metric: one InferenceService has at most one of them.
@@ -344,6 +356,7 @@ class Router:
     """
 
     scheduler: bool = True
+    route: bool = True  # KServe manages the HTTPRoute (spec.router.route); False: another controller routes
     failure_mode: str = "FailOpen"
     prefix_cache: bool = False
     gateway_name: str = "kserve-ingress-gateway"
@@ -562,6 +575,7 @@ def _router(top: _Fields) -> Router:
     default = Router()
     router = Router(
         scheduler=bool(fields.raw.get("scheduler", True)),
+        route=bool(fields.raw.get("route", True)),
         failure_mode=fields.choice("failure_mode", FAILURE_MODES, default.failure_mode),
         prefix_cache=bool(fields.raw.get("prefix_cache", False)),
         gateway_name=fields.text("gateway_name", default.gateway_name),
@@ -972,7 +986,15 @@ def _check_fault(spec: ScenarioSpec, fault: Fault, top: _Fields) -> None:
     isvc, params = spec.isvc, fault.params
     if fault.type in BLOCKING_FAULT_TYPES:
         _check_blocking_fault(spec, fault, top)
-    if fault.type in ("picker_not_ready", "pool_selector_misses") and not (spec.router and spec.router.scheduler):
+    if fault.type == "route_without_backends" and not (spec.router and spec.router.route):
+        raise top.fail("faults", "route_without_backends: the service has no managed route (llmisvc.route)")
+    if fault.type == "pool_readiness_stuck" and spec.router is not None and spec.router.route:
+        raise top.fail(
+            "faults", "pool_readiness_stuck: models a service without a managed route (llmisvc.route: false)"
+        )
+    if fault.type in ("picker_not_ready", "pool_selector_misses", "pool_readiness_stuck") and not (
+        spec.router and spec.router.scheduler
+    ):
         raise top.fail("faults", f"{fault.type}: the service has no scheduler (llmisvc.scheduler), nothing would break")
     if fault.type == "port_mismatch" and int(params["listen_port"]) == isvc.container_port:
         raise top.fail("faults", "port_mismatch: listen_port equals container_port, nothing would break")

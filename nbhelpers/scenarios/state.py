@@ -1003,7 +1003,7 @@ def _hpa_scale_out(
 
 
 # Router faults of an LLMInferenceService that keep every request from a vLLM pod, whatever the failure mode.
-ROUTER_BREAKS = ("pool_selector_misses", "gateway_not_programmed")
+ROUTER_BREAKS = ("pool_selector_misses", "gateway_not_programmed", "route_without_backends")
 
 
 def picker_blocks(spec: ScenarioSpec) -> bool:
