@@ -684,6 +684,27 @@ def test_an_llmisvc_bundle_holds_what_kserve_renders(bundles: dict[str, dict[str
     assert sorted(series["metric"]["pod"] for series in running) == sorted(kube.name(pod) for pod in workload)
 
 
+def test_a_crash_looping_picker_under_failopen_backs_off_and_keeps_the_pods_serving() -> None:
+    """The picker_not_ready fault with restarts: CrashLoopBackOff, its previous log, and (FailOpen) traffic on."""
+    spec = variant(
+        "llmisvc-picker-rbac-failclose",
+        ("restarts: 0", "restarts: 4"),
+        ("failure_mode: FailClose", "failure_mode: FailOpen"),
+    )
+    files = generate(spec)
+    assert validate_bundle(files) == []
+    evidence = evidence_of(files)
+    (picker,) = [pod for pod in evidence.of(kinds.POD) if not kube.is_llmisvc_workload(pod)]
+    (status,) = kube.status(picker)["containerStatuses"]
+    assert status["restartCount"] == 4 and status["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    assert {(log.pod, log.previous) for log in evidence.logs if log.pod == kube.name(picker)} == {
+        (kube.name(picker), False),
+        (kube.name(picker), True),
+    }
+    running = json.loads(files["metrics/vllm_request_rate.json"])["data"]["result"]
+    assert any(float(value) > 0 for series in running for _, value in series["values"])
+
+
 def test_probe_scenarios_name_their_report_and_cover_both_modes() -> None:
     specs = {spec.name: spec for spec in list_scenarios()}
     assert {name: specs[name].source for name in PROBE_SOURCES} == {

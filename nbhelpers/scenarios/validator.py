@@ -847,7 +847,8 @@ def _check_terminations(bundle: _Bundle, answers: dict[str, tuple[SeriesData, ..
         if key not in latest or stamp > latest[key][0]:
             latest[key] = (stamp, item.labels.get("reason", ""))
     problems = []
-    for pod in bundle.pods():
+    # The catalog's pod selectors take the predictor's (the vLLM workload's) pods only, not an endpoint picker's.
+    for pod in (pod for pod in bundle.pods() if kube.is_predictor(pod)):
         for status in kube.status(pod).get("containerStatuses") or []:
             key = (kube.name(pod), str(status.get("name")))
             last = (status.get("lastState") or {}).get("terminated") or {}
