@@ -203,9 +203,11 @@ def _ranked(result: TriageResult) -> list[RankedCause]:
 def evidence_summary(result: TriageResult) -> list[str]:
     """What the on-call sees first, as sentences: coverage, readiness, impact, notable events. No findings."""
     evidence = result.evidence
+    # An LLMInferenceService has no deployment mode: its kind says what it is.
+    mode = "" if evidence.target.is_llmisvc else f" ({evidence.deployment_mode})"
     lines = [
-        f"InferenceService {evidence.target.namespace}/{evidence.target.isvc} "
-        f"({evidence.deployment_mode}); window {window_text(evidence.window)}.",
+        f"{evidence.target.kind} {evidence.target.namespace}/{evidence.target.isvc}{mode}; "
+        f"window {window_text(evidence.window)}.",
         coverage_line(result),
         _readiness_line(evidence),
     ]
@@ -218,12 +220,12 @@ def evidence_summary(result: TriageResult) -> list[str]:
 def _readiness_line(evidence: Evidence) -> str:
     conditions = [entry for entry in kube.conditions(evidence.isvc) if entry.get("type") in ("Ready", "PredictorReady")]
     if not conditions:
-        return "The InferenceService reports no Ready condition yet."
+        return f"The {evidence.target.kind} reports no Ready condition yet."
     shown = ", ".join(
         f"{entry.get('type')}={entry.get('status')}" + (f" ({entry['reason']})" if entry.get("reason") else "")
         for entry in conditions
     )
-    return f"InferenceService conditions: {shown}."
+    return f"{evidence.target.kind} conditions: {shown}."
 
 
 def _event_count(event: kube.KubeObject) -> int:

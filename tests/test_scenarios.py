@@ -89,6 +89,12 @@ SHIPPED = (
     "runtime-oom-after-hours-log-cut",
     "serverless-ingress-awaits-predictor",
     "runtime-illegal-memory-access-log-cut-serverless",
+    "llmisvc-healthy-prefix-cache",
+    "llmisvc-picker-rbac-failclose",
+    "llmisvc-pool-selector-label-renamed",
+    "llmisvc-gateway-class-without-controller",
+    "llmisvc-route-empty-backends",
+    "llmisvc-ready-false-while-serving",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -156,6 +162,23 @@ PROBE_SOURCES = {
     ),
     "queue-proxy-probe-port-unserved": ("https://github.com/knative/serving/issues/14021", "PROBE_SIDECAR_NOT_READY"),
 }
+# LLMInferenceService scenarios (issue #18): the public report each one is built on, and the code that must lead its
+# ranking ("" for the healthy one: no root cause).
+LLMISVC_SOURCES = {
+    "llmisvc-healthy-prefix-cache": ("https://github.com/kserve/website/pull/539", ""),
+    "llmisvc-picker-rbac-failclose": ("https://github.com/istio/istio.io/issues/17528", "ENDPOINTS_PICKER_NOT_READY"),
+    "llmisvc-pool-selector-label-renamed": (
+        "https://github.com/kserve/kserve/pull/5374",
+        "ENDPOINTS_POOL_SELECTS_NO_POD",
+    ),
+    "llmisvc-gateway-class-without-controller": (
+        "https://github.com/kgateway-dev/kgateway/issues/14012",
+        "ROUTING_GATEWAY_NOT_PROGRAMMED",
+    ),
+    "llmisvc-route-empty-backends": ("https://github.com/kserve/kserve/issues/5385", "ROUTING_HTTPROUTE_NOT_ACCEPTED"),
+    # Ready=False while serving: LLMISVC_NOT_READY is info, so nothing is ranked.
+    "llmisvc-ready-false-while-serving": ("https://github.com/kserve/kserve/issues/5986", ""),
+}
 # Every scenario budget together: generation must stay cheap enough to run on each test session. About 0.3 s a
 # scenario on an idle 2-core machine; a second a scenario leaves room for a loaded one (the suite runs on every core).
 GENERATION_BUDGET_SECONDS = 1.0 * len(SHIPPED)
@@ -168,7 +191,8 @@ def bundles() -> dict[str, dict[str, bytes]]:
 
 def evidence_of(files: dict[str, bytes]) -> Evidence:
     cluster, metrics, manifest = open_bundle(Path("<scenario>"), files)
-    return gather(cluster, metrics, Target(manifest.namespace, manifest.isvc), manifest.window, manifest.captured_at)
+    target = Target(manifest.namespace, manifest.isvc, manifest.kind)
+    return gather(cluster, metrics, target, manifest.window, manifest.captured_at)
 
 
 def variant(name: str, *replacements: tuple[str, str]) -> ScenarioSpec:
@@ -194,6 +218,7 @@ def not_installed(spec: ScenarioSpec) -> set[str]:
         "keda.sh": ["ScaledObject.keda.sh"],
         "gateway.networking.k8s.io": ["HTTPRoute.gateway.networking.k8s.io"],
         "networking.istio.io": ["VirtualService.networking.istio.io"],
+        "inference.networking.x-k8s.io": ["InferencePool.inference.networking.x-k8s.io"],
     }
     return {
         f"{kind} in {spec.isvc.namespace}" for group in spec.cluster.missing_crd_groups for kind in namespaced[group]
@@ -235,6 +260,21 @@ def test_unknown_scenario_names_the_known_ones() -> None:
 def test_spec_errors_name_the_field(old: str, new: str, message: str) -> None:
     with pytest.raises(ScenarioError, match=message):
         variant("port-mismatch", (old, new))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("kind: LLMInferenceService", "kind: InferenceServiceX", "isvc.kind is 'InferenceServiceX'"),
+        ("failure_mode: FailOpen", "failure_mode: Open", "llmisvc.failure_mode is 'Open'"),
+        ("scheduler: true", "scheduler: false", "pool_selector_misses: the service has no scheduler"),
+        ("kind: LLMInferenceService", "kind: InferenceService", "isvc.deployment_mode is required"),
+        ("selector: {llm-pool: qwen2-7b}", "selector: {}", "selector must map the labels"),
+    ],
+)
+def test_llmisvc_spec_errors_name_the_field(old: str, new: str, message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        variant("llmisvc-pool-selector-label-renamed", (old, new))
 
 
 @pytest.mark.parametrize(
@@ -371,13 +411,14 @@ def test_bundle_is_the_capture_layout_and_reads_back(name: str, bundles: dict[st
         for pod in evidence.of(kinds.POD)
         for status in kube.status(pod).get("containerStatuses") or []
     )
+    serving_container = kube.LLMISVC_CONTAINER if spec.isvc.is_llmisvc else kube.SERVING_CONTAINER
     # vLLM logs its version when it starts: a service deployed before the window (history) started out of sight.
     # (queue-proxy runs even beside a serving container the kubelet never creates; it says nothing of vLLM.)
     serving_ran = any(
         "running" in (status.get("state") or {}) or (status.get("lastState") or {}).get("terminated")
         for pod in evidence.of(kinds.POD)
         for status in kube.status(pod).get("containerStatuses") or []
-        if status.get("name") == kube.SERVING_CONTAINER
+        if status.get("name") == serving_container and kube.is_predictor(pod)
     )
     # A container the history restarts inside the window logs it at its new start.
     restarted_in_window = any(
@@ -391,13 +432,16 @@ def test_bundle_is_the_capture_layout_and_reads_back(name: str, bundles: dict[st
         **({"vllm": spec.isvc.vllm_version} if started_in_window else {}),
     }
     assert evidence.versions == versions
-    assert evidence.deployment_mode == spec.isvc.deployment_mode
+    # An LLMInferenceService has no deployment mode (an InferenceService notion).
+    assert evidence.deployment_mode == ("unknown" if spec.isvc.is_llmisvc else spec.isvc.deployment_mode)
     # Only a working HPA driven past its maximum (hpa_at_max) leaves more pods than the minimum: all of them.
     scaled_out = any(fault.type == "hpa_at_max" for fault in spec.faults)
     # A Revision Knative could not resolve, and pods the API server refused, leave no pod at all.
     never_created = any(fault.type in ("image_digest_unresolved", "pod_creation_rejected") for fault in spec.faults)
     wanted = spec.isvc.max_replicas if scaled_out else spec.isvc.min_replicas
-    assert len(evidence.of(kinds.POD)) == (0 if never_created else wanted)
+    # An LLMInferenceService's endpoint picker runs one pod beside the vLLM pods.
+    picker = 1 if spec.router is not None and spec.router.scheduler else 0
+    assert len(evidence.of(kinds.POD)) == (0 if never_created else wanted + picker)
     init_failed = any(fault.type == "init_container_fails" for fault in spec.faults)
     assert bool(evidence.logs) == (ran or init_failed), "the capture reads the logs of every container that ran"
 
@@ -595,6 +639,70 @@ def test_a_serverless_engine_that_died_while_serving_restarts_kserve_container_o
     assert "Avg prompt throughput" in lines[0] and "Finished server process" in lines[-1]
     assert not any("vLLM API server version" in line or "non-default args" in line for line in lines)
     assert any("CUDA error: an illegal memory access was encountered" in line for line in lines)
+
+
+def test_llmisvc_scenarios_name_their_report_and_lead_with_the_cause() -> None:
+    specs = {spec.name: spec for spec in list_scenarios()}
+    assert {name: specs[name].source for name in LLMISVC_SOURCES} == {
+        name: source for name, (source, _) in LLMISVC_SOURCES.items()
+    }
+    for name, (_, code) in LLMISVC_SOURCES.items():
+        assert specs[name].isvc.is_llmisvc, name
+        assert (specs[name].expected_root_causes[:1] or ("",))[0] == code, name
+
+
+def test_an_llmisvc_bundle_holds_what_kserve_renders(bundles: dict[str, dict[str, bytes]]) -> None:
+    """Names, labels and the container as KServe's llmisvc controller renders them (docs/upstream-facts.md)."""
+    evidence = evidence_of(bundles["llmisvc-healthy-prefix-cache"])
+    assert evidence.target.kind == "LLMInferenceService"
+    names = {
+        kinds_name: sorted(kube.name(obj) for obj in evidence.of(kind))
+        for kinds_name, kind in (
+            ("deployments", kinds.DEPLOYMENT),
+            ("services", kinds.SERVICE),
+            ("routes", kinds.HTTP_ROUTE),
+            ("pools", kinds.INFERENCE_POOL),
+        )
+    }
+    assert names == {
+        "deployments": ["metrics-server", "support-chat-kserve", "support-chat-kserve-router-scheduler"],
+        "services": ["metrics-server", "support-chat-epp-service", "support-chat-kserve-workload-svc"],
+        "routes": ["support-chat-kserve-route"],
+        "pools": ["support-chat-inference-pool"],
+    }
+    workload = [pod for pod in evidence.of(kinds.POD) if kube.is_llmisvc_workload(pod)]
+    assert len(workload) == 3
+    for pod in workload:
+        assert kube.name(pod).startswith("support-chat-kserve-")
+        assert kube.labels(pod)[kube.LLMISVC_ROLE_LABEL] == "both"
+        (container,) = kube.spec(pod)["containers"]
+        assert container["name"] == "main" and container["ports"][0]["containerPort"] == 8000
+    (pool,) = evidence.of(kinds.INFERENCE_POOL)
+    assert kube.spec(pool)["endpointPickerRef"]["failureMode"] == "FailOpen"
+    assert {entry["type"]: entry["status"] for entry in kube.conditions(evidence.isvc)}["Ready"] == "True"
+    running = json.loads(bundles["llmisvc-healthy-prefix-cache"]["metrics/vllm_running.json"])["data"]["result"]
+    assert sorted(series["metric"]["pod"] for series in running) == sorted(kube.name(pod) for pod in workload)
+
+
+def test_a_crash_looping_picker_under_failopen_backs_off_and_keeps_the_pods_serving() -> None:
+    """The picker_not_ready fault with restarts: CrashLoopBackOff, its previous log, and (FailOpen) traffic on."""
+    spec = variant(
+        "llmisvc-picker-rbac-failclose",
+        ("restarts: 0", "restarts: 4"),
+        ("failure_mode: FailClose", "failure_mode: FailOpen"),
+    )
+    files = generate(spec)
+    assert validate_bundle(files) == []
+    evidence = evidence_of(files)
+    (picker,) = [pod for pod in evidence.of(kinds.POD) if not kube.is_llmisvc_workload(pod)]
+    (status,) = kube.status(picker)["containerStatuses"]
+    assert status["restartCount"] == 4 and status["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    assert {(log.pod, log.previous) for log in evidence.logs if log.pod == kube.name(picker)} == {
+        (kube.name(picker), False),
+        (kube.name(picker), True),
+    }
+    running = json.loads(files["metrics/vllm_request_rate.json"])["data"]["result"]
+    assert any(float(value) > 0 for series in running for _, value in series["values"])
 
 
 def test_probe_scenarios_name_their_report_and_cover_both_modes() -> None:

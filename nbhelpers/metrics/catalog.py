@@ -141,7 +141,7 @@ CATALOG: tuple[QuerySpec, ...] = (
         "replicas",
         "sum",
         "available replicas of predictor deployments",
-        'sum(kube_deployment_status_replicas_available{{namespace="{namespace}", deployment=~"{isvc}-predictor.*"}})',
+        'sum(kube_deployment_status_replicas_available{{namespace="{namespace}", deployment=~"{deployments}"}})',
     ),
     _q(
         "gpu_fb_used_mib",
@@ -279,9 +279,17 @@ def render(
     extra_hpas = sorted({name for name in hpa_names if not name.startswith(prefix)})  # the prefix has the rest
     hpa_pattern = "|".join([f"{prefix}.*", *(name.replace(".", "[.]") for name in extra_hpas)])
     pod_pattern = f"{isvc}-kserve-(prefill-)?[a-z0-9]+-[a-z0-9]+" if llmisvc else f"{isvc}-predictor-.+"
+    # The vLLM Deployments: KServe's predictor ones, or an LLMInferenceService's main and prefill ones (not its picker).
+    deployments = f"{isvc}-kserve(-prefill)?" if llmisvc else f"{prefix}.*"
     selector = f'namespace="{namespace}", pod=~"{pod_pattern}"'
     dcgm_selector = f'exported_namespace="{namespace}", exported_pod=~"{pod_pattern}"'
     rate_range = f"{max(60, 4 * step_seconds)}s"
     return spec.templates[template_index].format(
-        sel=selector, dcgm_sel=dcgm_selector, rate=rate_range, namespace=namespace, isvc=isvc, hpa=hpa_pattern
+        sel=selector,
+        dcgm_sel=dcgm_selector,
+        rate=rate_range,
+        namespace=namespace,
+        isvc=isvc,
+        hpa=hpa_pattern,
+        deployments=deployments,
     )

@@ -30,7 +30,7 @@ from nbhelpers.scenarios.state import (
     rng_for,
     user_hpa_metric,
 )
-from nbhelpers.sources.kube import SERVING_CONTAINER, KubeObject
+from nbhelpers.sources.kube import KubeObject
 from nbhelpers.util.times import format_time
 
 
@@ -124,7 +124,7 @@ class EventBuilder:
         events = [self.scheduled(pod, pod.node.name, base)]
         if pod.config_error_syncs:
             return events + self.config_errors(pod, base)
-        events += self.container_starts(pod, base, SERVING_CONTAINER, self.plan.spec.isvc.image, 0.0)
+        events += self.container_starts(pod, base, self.plan.container, self.plan.spec.isvc.image, 0.0)
         if self.plan.serverless:
             events += self.container_starts(pod, base, "queue-proxy", QUEUE_IMAGE, 0.15)
         if pod.sidecar_started is not None:
@@ -137,12 +137,12 @@ class EventBuilder:
         if pod.liveness_failures or pod.busy_liveness_failures:
             events += self.liveness(pod, base)
         if pod.back_offs:
-            involved = {**base, "fieldPath": f"spec.containers{{{SERVING_CONTAINER}}}"}
+            involved = {**base, "fieldPath": f"spec.containers{{{self.plan.container}}}"}
             events.append(
                 self.event(
                     involved,
                     "BackOff",
-                    f"Back-off restarting failed container {SERVING_CONTAINER} in pod {pod.name}_{self.ns}({pod.uid})",
+                    f"Back-off restarting failed container {self.plan.container} in pod {pod.name}_{self.ns}({pod.uid})",
                     pod.back_offs[0],
                     pod.back_offs[-1],
                     len(pod.back_offs),
@@ -159,10 +159,10 @@ class EventBuilder:
         spec, host = self.plan.spec, pod.node.name if pod.node else ""
         involved = {**base, "fieldPath": f"spec.containers{{{name}}}"}
         # A sidecar starts once, with the pod's first containers (even when the serving container is never created).
-        firsts = [run.started for run in pod.runs] if name == SERVING_CONTAINER else [pod.containers_started]
+        firsts = [run.started for run in pod.runs] if name == self.plan.container else [pod.containers_started]
         starts = [moment + timedelta(seconds=offset) for moment in firsts]
         events = []
-        pull_seconds = spec.isvc.image_pull_seconds if name == SERVING_CONTAINER else 0.0
+        pull_seconds = spec.isvc.image_pull_seconds if name == self.plan.container else 0.0
         present = starts
         if pull_seconds > 0:
             pulling = pod.created + timedelta(seconds=1.5)
@@ -223,7 +223,7 @@ class EventBuilder:
     def config_errors(self, pod: PodPlan, base: dict[str, Any]) -> list[KubeObject]:
         """A container the kubelet cannot configure: on every sync the image is present, then creation fails."""
         syncs, host = pod.config_error_syncs, pod.node.name if pod.node else ""
-        involved = {**base, "fieldPath": f"spec.containers{{{SERVING_CONTAINER}}}"}
+        involved = {**base, "fieldPath": f"spec.containers{{{self.plan.container}}}"}
         image = self.plan.spec.isvc.image
         present = f'Container image "{image}" already present on machine'
         failed = f"Error: {config_error(self.plan.spec)}"
@@ -238,7 +238,7 @@ class EventBuilder:
     def stopped(self, pod: PodPlan, base: dict[str, Any]) -> list[KubeObject]:
         """The kubelet stopping the containers of a pod the autoscaler scaled away."""
         assert pod.stopping is not None and pod.node is not None
-        names = [SERVING_CONTAINER] + (["queue-proxy"] if self.plan.serverless else [])
+        names = [self.plan.container] + (["queue-proxy"] if self.plan.serverless else [])
         return [
             self.event(
                 {**base, "fieldPath": f"spec.containers{{{name}}}"},
@@ -253,7 +253,7 @@ class EventBuilder:
     def liveness(self, pod: PodPlan, base: dict[str, Any]) -> list[KubeObject]:
         """Liveness failures on the serving container and, when they reach the threshold, the kubelet's kills."""
         probe: Any = liveness_probe(self.plan.spec) or {}
-        involved = {**base, "fieldPath": f"spec.containers{{{SERVING_CONTAINER}}}"}
+        involved = {**base, "fieldPath": f"spec.containers{{{self.plan.container}}}"}
         host = pod.node.name if pod.node else ""
         port = self.plan.spec.isvc.container_port
         groups = (
@@ -271,7 +271,7 @@ class EventBuilder:
                 self.event(
                     involved,
                     "Killing",
-                    f"Container {SERVING_CONTAINER} failed liveness probe, will be restarted",
+                    f"Container {self.plan.container} failed liveness probe, will be restarted",
                     kills[0],
                     kills[-1],
                     len(kills),
@@ -321,7 +321,7 @@ class EventBuilder:
             message = "Readiness probe failed: HTTP probe failed with statuscode: 503"
             groups = [(message, tuple(sorted(pod.probe_failures + pod.blip_failures)))]
         else:
-            container = SERVING_CONTAINER
+            container = self.plan.container
             groups = [
                 (f"Readiness probe failed: {_refused(probe, pod.ip, port)}", pod.probe_failures),
                 (f"Readiness probe failed: {_timed_out(probe, pod.ip, port)}", pod.blip_failures),

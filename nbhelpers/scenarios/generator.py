@@ -20,7 +20,7 @@ from nbhelpers.evidence.capture import bundle_files
 from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Target
 from nbhelpers.metrics import catalog, openmetrics
-from nbhelpers.scenarios import blocked, routes
+from nbhelpers.scenarios import blocked, llmisvc, routes
 from nbhelpers.scenarios.answers import RawStore, answer
 from nbhelpers.scenarios.events import build_events
 from nbhelpers.scenarios.logs import queue_proxy_log, vllm_log
@@ -94,7 +94,8 @@ class ScenarioMetrics:
         # A query of the cluster's own (a KEDA trigger's PromQL): the raw series answer the catalog only.
         if spec is None:
             raise ReadFailed(query_id, "missing", "the scenario simulator answers the metric catalog's queries only")
-        first = catalog.render(spec, 0, self.spec.isvc.namespace, self.spec.isvc.name, step_seconds)
+        isvc = self.spec.isvc
+        first = catalog.render(spec, 0, isvc.namespace, isvc.name, step_seconds, llmisvc=isvc.is_llmisvc)
         if promql != first:
             return RangeResult(promql=promql)  # the raw series use the newest metric names only
         series = answer(self.store, query_id, start.timestamp(), end.timestamp(), step_seconds)
@@ -102,6 +103,8 @@ class ScenarioMetrics:
 
 
 def build_objects(scenario: Plan) -> list[KubeObject]:
+    if scenario.llmisvc:
+        return llmisvc.build_objects(scenario)
     builder = ObjectBuilder(scenario)
     isvc = scenario.spec.isvc
     objects = [builder.inference_service(), builder.serving_runtime()]
@@ -150,15 +153,26 @@ def build_logs(scenario: Plan, simulation: Simulation) -> dict[tuple[str, str, s
         # the last terminated container (lastState.terminated): the same run while the pod waits in back-off.
         terminated = [run for run in pod.runs if run.ended is not None]
         current = pod.runs[-1]
-        logs[(namespace, pod.name, kube.SERVING_CONTAINER, False)] = vllm_log(scenario, pod, current, states)
+        logs[(namespace, pod.name, scenario.container, False)] = vllm_log(scenario, pod, current, states)
         if terminated:
-            logs[(namespace, pod.name, kube.SERVING_CONTAINER, True)] = vllm_log(scenario, pod, terminated[-1], states)
+            logs[(namespace, pod.name, scenario.container, True)] = vllm_log(scenario, pod, terminated[-1], states)
         if scenario.serverless:
             logs[(namespace, pod.name, "queue-proxy", False)] = queue_proxy_log(scenario, pod)
         if pod.sidecar_started is not None:
             logs[(namespace, pod.name, AGENT_CONTAINER, False)] = ""  # nothing the evidence needs from it
     logs.update(blocked.init_logs(scenario))
+    if scenario.llmisvc and scenario.spec.router is not None and scenario.spec.router.scheduler:
+        picker = llmisvc.LlmObjectBuilder(scenario)
+        text = llmisvc.picker_log(picker)
+        logs[(namespace, picker.picker_pod, kube.LLMISVC_CONTAINER, False)] = text
+        if picker.state.picker_restarts:
+            logs[(namespace, picker.picker_pod, kube.LLMISVC_CONTAINER, True)] = text
     return logs
+
+
+def target(spec: ScenarioSpec) -> Target:
+    """The service the scenario's capture triages, of the spec's kind."""
+    return Target(spec.isvc.namespace, spec.isvc.name, spec.isvc.kind)
 
 
 def generate(spec: ScenarioSpec) -> dict[str, bytes]:
@@ -168,9 +182,7 @@ def generate(spec: ScenarioSpec) -> dict[str, bytes]:
     cluster = ScenarioCluster(spec, build_objects(scenario), build_logs(scenario, simulation))
     metrics = ScenarioMetrics(spec, RawStore(simulation.families))
     timeline = spec.timeline
-    evidence = gather(
-        cluster, metrics, Target(spec.isvc.namespace, spec.isvc.name), timeline.window, timeline.captured_at
-    )
+    evidence = gather(cluster, metrics, target(spec), timeline.window, timeline.captured_at)
     files = bundle_files(evidence, timeline.captured_at, tool_version=TOOL_VERSION)
     files[SPEC_FILE] = spec.source_text.encode()
     files[RAW_METRICS_FILE] = openmetrics.render(simulation.families).encode()

@@ -171,7 +171,7 @@ class ObjectBuilder:
         """
         isvc = self.isvc
         container: KubeObject = {
-            "name": SERVING_CONTAINER,
+            "name": self.plan.container,
             "image": isvc.image,
             "imagePullPolicy": "IfNotPresent",
             "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"]
@@ -816,7 +816,7 @@ class ObjectBuilder:
         if not pod.runs:
             # Never created (CreateContainerConfigError): no container ID, no image ID, nothing started yet.
             return {
-                "name": SERVING_CONTAINER,
+                "name": self.plan.container,
                 "image": self.isvc.image,
                 "imageID": "",
                 "ready": False,
@@ -830,13 +830,13 @@ class ObjectBuilder:
             delay = restart_back_off(len(pod.runs))
             waiting = {
                 "reason": "CrashLoopBackOff",
-                "message": f"back-off {_go_duration(delay)} restarting failed container={SERVING_CONTAINER} "
+                "message": f"back-off {_go_duration(delay)} restarting failed container={self.plan.container} "
                 f"pod={pod.name}_{self.ns}({pod.uid})",
             }
             state: KubeObject = {"waiting": waiting}
         else:
             state = {"running": {"startedAt": _at(pod.runs[-1].started)}}
-        return self._container_status(SERVING_CONTAINER, self.isvc.image, state, ready, pod.restart_count, last)
+        return self._container_status(self.plan.container, self.isvc.image, state, ready, pod.restart_count, last)
 
     def _container_status(
         self, name: str, image: str, state: KubeObject, ready: bool, restarts: int = 0, last: Run | None = None

@@ -32,6 +32,11 @@ SERVER_KINDS = ("vllm", "huggingfaceserver")
 AUTOSCALER_CLASSES = ("kpa", "hpa", "external", "none")
 DELIVERIES = ("non-streamed", "streamed")
 INGRESSES = ("istio", "nginx", "kourier")
+# The kind of service a scenario triages: KServe's InferenceService (the predictor path) or its LLMInferenceService
+# (the llm-d path: Gateway -> HTTPRoute -> InferencePool -> endpoint picker -> vLLM pods; rendered by
+# nbhelpers/scenarios/llmisvc.py). An LLMInferenceService spec may carry an ``llmisvc`` section (the router).
+TARGET_KINDS = ("InferenceService", "LLMInferenceService")
+FAILURE_MODES = ("FailOpen", "FailClose")
 # Faults and their parameters (each must break something in its spec, else the spec is refused):
 # - port_mismatch (listen_port): the server is told to listen elsewhere than the container port.
 # - routing_layer_mismatch: KServe keeps asking for an Istio VirtualService on a Kourier cluster.
@@ -142,6 +147,27 @@ FAULT_TYPES = (
 # - pod_creation_rejected (message): the API server refuses the predictor's pods (ResourceQuota, LimitRange,
 #   admission): no pod exists; the ReplicaSet's FailedCreate events and the Deployment's ReplicaFailure condition
 #   carry ``message`` (what follows 'pods "<name>" is forbidden: ').
+# Faults of an LLMInferenceService's router (isvc.kind LLMInferenceService only; nbhelpers/scenarios/llmisvc.py):
+# - picker_not_ready (log, restarts): the endpoint picker (EPP) runs but never turns ready; ``log`` is what it prints
+#   (the report's words, e.g. its Role forbidding a list: istio/istio.io#17528), ``restarts`` how often it has crashed
+#   (0: it keeps running, not ready). Under FailClose the Gateway rejects every request.
+# - pool_selector_misses (selector): the InferencePool selects on ``selector`` (labels the owner set on the pool),
+#   which no vLLM pod carries: the pool has no endpoint although every pod is ready.
+# - gateway_not_programmed (reason, message): the Gateway the route hangs on is Accepted but not Programmed (no address
+#   allocated, an invalid listener); with ``reason: ""`` no controller owns its GatewayClass and it has no status.
+# - route_without_backends: KServe generated its HTTPRoute as a stub, one PathPrefix / rule with no backendRefs, and
+#   never filled it in; the Gateway accepts the route, nothing attaches the pool, and the service waits for the Gateway
+#   for ever (kserve/kserve#5385).
+# - pool_readiness_stuck: the service routes through a Gateway an external controller attaches the pool to (no managed
+#   route: ``llmisvc.route: false``); the pool is accepted and requests are served, but KServe keeps
+#   InferencePoolReady=False (WaitingForGateway) and so Ready=False (kserve/kserve#5986).
+LLMISVC_FAULT_TYPES = (
+    "picker_not_ready",
+    "pool_selector_misses",
+    "gateway_not_programmed",
+    "route_without_backends",
+    "pool_readiness_stuck",
+)
 BLOCKING_FAULT_TYPES = ("init_container_fails", "image_pull_fails", "image_digest_unresolved", "pod_creation_rejected")
 INIT_FAILURE_REASONS = ("Error", "OOMKilled")
 # Faults that give the owner their own HPA on a Pods metric: one InferenceService has at most one of them.
@@ -312,6 +338,33 @@ class Isvc:
     # KServe's ingress creation turned off (inferenceservice-config ingress.disableIngressCreation) and the owner's
     # own Ingress in front of the predictor Service: {name, host}. None: KServe creates its Ingress.
     user_ingress: Mapping[str, str] | None = None
+    kind: str = "InferenceService"  # one of TARGET_KINDS
+
+    @property
+    def is_llmisvc(self) -> bool:
+        return self.kind == "LLMInferenceService"
+
+
+@dataclass(frozen=True)
+class Router:
+    """An LLMInferenceService's router (``spec.router``) and the Gateway it hangs on (the ``llmisvc`` section).
+
+    ``scheduler``: the service routes through an InferencePool and its endpoint picker (KServe's scheduler preset);
+    ``failure_mode``: the pool's endpointPickerRef.failureMode (the preset writes FailOpen); ``prefix_cache``: the
+    picker scores pods on the prompt prefixes they hold (vLLM's prefix caching on); ``prefill_replicas``: a
+    ``<name>-kserve-prefill`` Deployment beside the main one (reserved: only 0 is rendered yet).
+    """
+
+    scheduler: bool = True
+    route: bool = True  # KServe manages the HTTPRoute (spec.router.route); False: another controller routes
+    failure_mode: str = "FailOpen"
+    prefix_cache: bool = False
+    gateway_name: str = "kserve-ingress-gateway"
+    gateway_namespace: str = "kserve"
+    gateway_class: str = "istio"
+    gateway_controller: str = "istio.io/gateway-controller"
+    prefill_replicas: int = 0
+    picker_image: str = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
 
 
 @dataclass(frozen=True)
@@ -392,6 +445,7 @@ class ScenarioSpec:
     source_text: str
     history: History | None = None
     source: str = ""  # the public report the scenario is built on (a URL)
+    router: Router | None = None  # an LLMInferenceService's router (isvc.kind LLMInferenceService only)
 
     @property
     def digest(self) -> str:
@@ -492,6 +546,7 @@ def parse_spec(text: str, origin: str) -> ScenarioSpec:
         source_text=text,
         history=_history(top.nested("history")) if "history" in top.raw else None,
         source=_source(top),
+        router=_router(top) if _target_kind(top) == "LLMInferenceService" else None,
     )
     _check_consistency(spec, top)
     return spec
@@ -506,6 +561,33 @@ def _source(top: _Fields) -> str:
     if source and not source.startswith("https://"):
         raise top.fail("source", "must be the https:// address of the public report the scenario is built on")
     return source
+
+
+def _target_kind(top: _Fields) -> str:
+    return top.nested("isvc").choice("kind", TARGET_KINDS, "InferenceService")
+
+
+def _router(top: _Fields) -> Router:
+    """The ``llmisvc`` section (every key optional: KServe's presets are the defaults)."""
+    if "llmisvc" not in top.raw:
+        return Router()
+    fields = top.nested("llmisvc")
+    default = Router()
+    router = Router(
+        scheduler=bool(fields.raw.get("scheduler", True)),
+        route=bool(fields.raw.get("route", True)),
+        failure_mode=fields.choice("failure_mode", FAILURE_MODES, default.failure_mode),
+        prefix_cache=bool(fields.raw.get("prefix_cache", False)),
+        gateway_name=fields.text("gateway_name", default.gateway_name),
+        gateway_namespace=fields.text("gateway_namespace", default.gateway_namespace),
+        gateway_class=fields.text("gateway_class", default.gateway_class),
+        gateway_controller=fields.text("gateway_controller", default.gateway_controller),
+        prefill_replicas=fields.integer("prefill_replicas", 0) if "prefill_replicas" in fields.raw else 0,
+        picker_image=fields.text("picker_image", default.picker_image),
+    )
+    if router.prefill_replicas != 0:
+        raise fields.fail("prefill_replicas", "is reserved: the generator renders the main workload only (use 0)")
+    return router
 
 
 def _history(fields: _Fields) -> History:
@@ -595,16 +677,24 @@ def _isvc(fields: _Fields) -> Isvc:
     if not all(isinstance(arg, (str, int)) for arg in args):
         raise fields.fail("args", "must be a list of strings")
     resources = fields.optional_mapping("resources") or {}
+    kind = fields.choice("kind", TARGET_KINDS, "InferenceService")
+    # An LLMInferenceService has no deployment mode, runtime or autoscaler class of KServe's predictor: its
+    # Deployment behaves as a RawDeployment's does, with a fixed replica count.
+    llm = kind == "LLMInferenceService"
     return Isvc(
         name=fields.text("name"),
         namespace=fields.text("namespace"),
-        deployment_mode=fields.choice("deployment_mode", DEPLOYMENT_MODES),
-        autoscaler_class=fields.choice("autoscaler_class", AUTOSCALER_CLASSES),
+        deployment_mode=fields.choice(
+            "deployment_mode", ("RawDeployment",) if llm else DEPLOYMENT_MODES, "RawDeployment" if llm else None
+        ),
+        autoscaler_class=fields.choice(
+            "autoscaler_class", ("none",) if llm else AUTOSCALER_CLASSES, "none" if llm else None
+        ),
         min_replicas=fields.integer("min_replicas"),
         max_replicas=fields.integer("max_replicas"),
         scale_target=fields.integer("scale_target") if "scale_target" in fields.raw else None,
         server=fields.choice("server", SERVER_KINDS),
-        runtime_name=fields.text("runtime_name"),
+        runtime_name=fields.text("runtime_name", "" if llm else None),
         image=fields.text("image"),
         vllm_version=fields.text("vllm_version"),
         model=_model(fields.nested("model")),
@@ -618,6 +708,7 @@ def _isvc(fields: _Fields) -> Isvc:
         image_pull_seconds=fields.number("image_pull_seconds", 0.0),
         owner_hpa=_owner_hpa(fields),
         user_ingress=_user_ingress(fields),
+        kind=kind,
     )
 
 
@@ -641,10 +732,12 @@ def _owner_hpa(fields: _Fields) -> Mapping[str, Any] | None:
 
 
 def _fault(fields: _Fields) -> Fault:
-    fault_type = fields.choice("type", FAULT_TYPES + BLOCKING_FAULT_TYPES)
+    fault_type = fields.choice("type", FAULT_TYPES + BLOCKING_FAULT_TYPES + LLMISVC_FAULT_TYPES)
     params = {key: value for key, value in fields.raw.items() if key != "type"}
     if fault_type in BLOCKING_FAULT_TYPES:
         _blocking_fault_params(fault_type, fields)
+    if fault_type in LLMISVC_FAULT_TYPES:
+        _llmisvc_fault_params(fault_type, fields)
     if fault_type == "port_mismatch":
         fields.integer("listen_port")
     elif fault_type == "liveness_kills_during_load":
@@ -730,6 +823,23 @@ def _blocking_fault_params(fault_type: str, fields: _Fields) -> None:
         fields.text("message")
 
 
+def _llmisvc_fault_params(fault_type: str, fields: _Fields) -> None:
+    """The parameters of a fault of an LLMInferenceService's router (see LLMISVC_FAULT_TYPES)."""
+    if fault_type == "picker_not_ready":
+        lines = fields.items("log")
+        if not lines or not all(isinstance(line, str) for line in lines):
+            raise fields.fail("log", "must list the lines the endpoint picker prints (the report's words)")
+        if fields.integer("restarts", 0) < 0:
+            raise fields.fail("restarts", "must not be negative")
+    elif fault_type == "pool_selector_misses":
+        selector = fields.optional_mapping("selector")
+        if not selector:
+            raise fields.fail("selector", "must map the labels the InferencePool selects on")
+    else:
+        fields.text("reason", "")
+        fields.text("message", "")
+
+
 def quantity_gib(quantity: str) -> float:
     """A memory quantity ("16Gi", "20G") in GiB; ``ValueError`` when it is not a quantity."""
     value: Decimal = parse_quantity(quantity)
@@ -780,6 +890,13 @@ def _check_consistency(spec: ScenarioSpec, top: _Fields) -> None:
             raise top.fail("cluster.ingress", "kourier is Knative's gateway: it needs the Serverless deployment mode")
         if "networking.istio.io" not in spec.cluster.missing_crd_groups:
             raise top.fail("cluster.missing_crd_groups", "must list networking.istio.io on a Kourier cluster")
+    llm_faults = [fault.type for fault in spec.faults if fault.type in LLMISVC_FAULT_TYPES]
+    if llm_faults and not isvc.is_llmisvc:
+        raise top.fail("faults", f"{llm_faults[0]} breaks an LLMInferenceService's router: set isvc.kind")
+    if isvc.is_llmisvc and any(fault.type not in LLMISVC_FAULT_TYPES for fault in spec.faults):
+        raise top.fail("faults", "of an LLMInferenceService are its router's (the predictor's are not rendered yet)")
+    if "llmisvc" in top.raw and not isvc.is_llmisvc:
+        raise top.fail("llmisvc", "describes an LLMInferenceService's router: set isvc.kind: LLMInferenceService")
     if len(spec.faults) != len({fault.type for fault in spec.faults}):
         raise top.fail("faults", "names a fault type twice")
     for fault in spec.faults:
@@ -869,6 +986,16 @@ def _check_fault(spec: ScenarioSpec, fault: Fault, top: _Fields) -> None:
     isvc, params = spec.isvc, fault.params
     if fault.type in BLOCKING_FAULT_TYPES:
         _check_blocking_fault(spec, fault, top)
+    if fault.type == "route_without_backends" and not (spec.router and spec.router.route):
+        raise top.fail("faults", "route_without_backends: the service has no managed route (llmisvc.route)")
+    if fault.type == "pool_readiness_stuck" and spec.router is not None and spec.router.route:
+        raise top.fail(
+            "faults", "pool_readiness_stuck: models a service without a managed route (llmisvc.route: false)"
+        )
+    if fault.type in ("picker_not_ready", "pool_selector_misses", "pool_readiness_stuck") and not (
+        spec.router and spec.router.scheduler
+    ):
+        raise top.fail("faults", f"{fault.type}: the service has no scheduler (llmisvc.scheduler), nothing would break")
     if fault.type == "port_mismatch" and int(params["listen_port"]) == isvc.container_port:
         raise top.fail("faults", "port_mismatch: listen_port equals container_port, nothing would break")
     if fault.type == "routing_layer_mismatch" and spec.cluster.ingress != "kourier":

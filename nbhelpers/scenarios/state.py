@@ -36,6 +36,7 @@ from nbhelpers.scenarios.spec import (
     kv_cache_blocks,
     quantity_gib,
 )
+from nbhelpers.sources.kube import LLMISVC_CONTAINER, SERVING_CONTAINER
 
 # Why an engine died at start-up (``Run.engine_error``): PyTorch's CUDA out-of-memory error while it captured its
 # graphs, or vLLM's own check that one request of --max-model-len tokens fits the KV cache.
@@ -263,6 +264,11 @@ class Plan:
     expects_virtual_service: bool  # KServe's ingress config wants an Istio VirtualService for the ISVC
     memory_limit_gib: float | None  # the serving container's effective memory limit
     scale_ups: tuple[tuple[datetime, int], ...] = ()  # the HPA's scale-out decisions: (when, new replica count)
+    container: str = SERVING_CONTAINER  # the serving container (KServe's LLMInferenceService presets name it "main")
+
+    @property
+    def llmisvc(self) -> bool:
+        return self.spec.isvc.is_llmisvc
 
     @property
     def serverless(self) -> bool:
@@ -996,6 +1002,17 @@ def _hpa_scale_out(
     return tuple(pods), tuple(decisions)
 
 
+# Router faults of an LLMInferenceService that keep every request from a vLLM pod, whatever the failure mode.
+ROUTER_BREAKS = ("pool_selector_misses", "gateway_not_programmed", "route_without_backends")
+
+
+def picker_blocks(spec: ScenarioSpec) -> bool:
+    """The endpoint picker is down and the pool fails closed: the Gateway rejects every request. Under FailOpen
+    the Gateway forwards to a pod the picker did not choose, so requests keep reaching the pods."""
+    down = any(fault.type == "picker_not_ready" for fault in spec.faults)
+    return down and spec.router is not None and spec.router.failure_mode == "FailClose"
+
+
 def plan(spec: ScenarioSpec) -> Plan:
     args = apply_faults(spec)
     isvc = spec.isvc
@@ -1009,6 +1026,9 @@ def plan(spec: ScenarioSpec) -> Plan:
         ksvc = f"{isvc.name}-predictor"
         revision = f"{ksvc}-00001"
         deployment = f"{revision}-deployment"
+    elif isvc.is_llmisvc:
+        ksvc = revision = ""
+        deployment = f"{isvc.name}-kserve"  # kmeta.ChildName(name, "-kserve"): workload_single_node.go
     else:
         ksvc = revision = ""
         deployment = f"{isvc.name}-predictor"
@@ -1041,7 +1061,8 @@ def plan(spec: ScenarioSpec) -> Plan:
     scale_ups: tuple[tuple[datetime, int], ...] = ()
     if scales_out(spec):
         pods, scale_ups = _hpa_scale_out(inputs, replica_set, template_hash, pods)
-    routing_broken = any(fault.type == "routing_layer_mismatch" for fault in spec.faults)
+    routing_broken = any(fault.type in ("routing_layer_mismatch", *ROUTER_BREAKS) for fault in spec.faults)
+    routing_broken = routing_broken or picker_blocks(spec)
     return Plan(
         spec=spec,
         args=args,
@@ -1059,4 +1080,5 @@ def plan(spec: ScenarioSpec) -> Plan:
         expects_virtual_service=serverless and (spec.cluster.ingress != "kourier" or routing_broken),
         memory_limit_gib=memory_limit,
         scale_ups=scale_ups,
+        container=LLMISVC_CONTAINER if isvc.is_llmisvc else SERVING_CONTAINER,
     )

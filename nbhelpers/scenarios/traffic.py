@@ -450,7 +450,7 @@ class _Simulator:
         return {
             "namespace": self.spec.isvc.namespace,
             "pod": pod.name,
-            "container": "kserve-container",
+            "container": self.plan.container,
             "instance": f"{pod.ip}:{port}",
             "job": "kserve-predictors",
         }
@@ -490,14 +490,14 @@ class _Simulator:
             return  # the container was never created: it has no restarts and no termination
         if moment < pod.started:
             return
-        restarts = {"kserve-container": pod.restarts_at(moment)}
+        restarts = {self.plan.container: pod.restarts_at(moment)}
         if self.plan.serverless:
             restarts["queue-proxy"] = 0
         for container, count in restarts.items():
             self.record("kube_pod_container_status_restarts", {**ksm, "container": container}, moment, float(count))
         last = pod.last_termination(moment)
         if last is not None:
-            labels = {**ksm, "container": "kserve-container", "reason": last.reason}
+            labels = {**ksm, "container": self.plan.container, "reason": last.reason}
             self.record("kube_pod_container_status_last_terminated_reason", labels, moment, 1.0)
 
     def gpu(self, pod: PodPlan, moment: datetime) -> None:
@@ -539,7 +539,7 @@ class _Simulator:
             "Hostname": node.name,
             "namespace": self.spec.isvc.namespace,
             "pod": pod.name,
-            "container": "kserve-container",
+            "container": self.plan.container,
             "job": "dcgm-exporter",
         }
         self.record("DCGM_FI_DEV_FB_USED", labels, moment, used)
@@ -571,6 +571,8 @@ class _Simulator:
                 self.record("kube_horizontalpodautoscaler_status_desired_replicas", hpa, moment, replicas)
         if self.nginx_timeout is not None and moment >= self.spec.timeline.deployed_at:
             self.step_nginx(moment, demand * seconds if not ready else 0.0)
+        if self.plan.llmisvc:
+            return  # the Gateway's own metrics are its implementation's: the scenario serves none
         if self.spec.cluster.ingress != "istio" or moment < self.spec.timeline.deployed_at:
             return
         # Without a ready pod Istio finds no healthy upstream (503 UH), unless Knative's activator holds the

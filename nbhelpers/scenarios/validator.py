@@ -311,8 +311,10 @@ def _check_workload_names(bundle: _Bundle) -> list[str]:
         template_hash = kube.labels(pod).get("pod-template-hash", "")
         owners = kube.owner_names(pod, "ReplicaSet")
         name = kube.name(pod)
-        if not name.startswith(f"{isvc}-predictor-"):
-            problems.append(f"pod {name}: predictor pods are named {isvc}-predictor-...")
+        # An LLMInferenceService's vLLM pods come from <name>-kserve (or -kserve-prefill): workload_single_node.go.
+        prefix = f"{isvc}-kserve-" if kube.is_llmisvc_workload(pod) else f"{isvc}-predictor-"
+        if not name.startswith(prefix):
+            problems.append(f"pod {name}: predictor pods are named {prefix}...")
         for owner in owners:
             if owner not in replica_sets:
                 continue
@@ -845,7 +847,8 @@ def _check_terminations(bundle: _Bundle, answers: dict[str, tuple[SeriesData, ..
         if key not in latest or stamp > latest[key][0]:
             latest[key] = (stamp, item.labels.get("reason", ""))
     problems = []
-    for pod in bundle.pods():
+    # The catalog's pod selectors take the predictor's (the vLLM workload's) pods only, not an endpoint picker's.
+    for pod in (pod for pod in bundle.pods() if kube.is_predictor(pod)):
         for status in kube.status(pod).get("containerStatuses") or []:
             key = (kube.name(pod), str(status.get("name")))
             last = (status.get("lastState") or {}).get("terminated") or {}
