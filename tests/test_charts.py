@@ -19,7 +19,7 @@ import pytest
 from builders import WINDOW, evidence_from_objects
 
 from nbhelpers.checks import STEPS
-from nbhelpers.evidence.model import Evidence
+from nbhelpers.evidence.model import LLM_INFERENCE_SERVICE, Evidence, Target
 from nbhelpers.facts.pod_phases import CREATED, READY, SCHEDULED, STARTED, PodPhases
 from nbhelpers.metrics.series import MetricData
 from nbhelpers.render import charts
@@ -338,9 +338,13 @@ def test_frame_is_long_format() -> None:
 
 
 def test_short_pod_names() -> None:
-    assert charts.short_pod("big-predictor-7d9f8-abcde", "big") == "7d9f8-abcde"
-    assert charts.short_pod("other-pod", "big") == "other-pod"
-    assert charts.short_pod("big-predictor-", "big") == "big-predictor-"
+    big = Target("llm", "big")
+    assert charts.short_pod("big-predictor-7d9f8-abcde", big) == "7d9f8-abcde"
+    assert charts.short_pod("other-pod", big) == "other-pod"
+    assert charts.short_pod("big-predictor-", big) == "big-predictor-"
+    llmd = Target("llm", "big", LLM_INFERENCE_SERVICE)
+    assert charts.short_pod("big-kserve-prefill-7d9f8-abcde", llmd) == "prefill-7d9f8-abcde"
+    assert charts.short_pod("big-predictor-7d9f8-abcde", llmd) == "big-predictor-7d9f8-abcde"
 
 
 # ------------------------------------------------------------------------------------------ in a browser

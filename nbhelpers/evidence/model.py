@@ -39,6 +39,16 @@ class Target:
     def is_llmisvc(self) -> bool:
         return self.kind == LLM_INFERENCE_SERVICE
 
+    @property
+    def pods_noun(self) -> str:
+        """What the report calls the serving pods: KServe's predictor, or the llm-d stack's vLLM workload."""
+        return "vLLM pods" if self.is_llmisvc else "predictor pods"
+
+    @property
+    def pod_prefix(self) -> str:
+        """The name prefix every serving pod shares (``<name>-kserve-`` for KServe's llm-d workloads)."""
+        return f"{self.isvc}-kserve-" if self.is_llmisvc else f"{self.isvc}-predictor-"
+
 
 @dataclass(frozen=True)
 class SiteConfig:

@@ -211,11 +211,10 @@ def header_facts(result: TriageResult, local: tzinfo | None = None) -> list[tupl
     mode = evidence.deployment_mode
     if evidence.deployment_mode_raw and evidence.deployment_mode_raw != mode:
         mode += f" (set as {evidence.deployment_mode_raw})"
-    facts = [
-        ("InferenceService", f"<code>{escape(evidence.target.namespace)}/{escape(evidence.target.isvc)}</code>"),
-        ("deployment mode", escape(mode)),
-        ("analysis window", window_html(evidence.window, local)),
-    ]
+    facts = [(evidence.target.kind, f"<code>{escape(evidence.target.namespace)}/{escape(evidence.target.isvc)}</code>")]
+    if not evidence.target.is_llmisvc:  # a deployment mode is an InferenceService notion
+        facts.append(("deployment mode", escape(mode)))
+    facts.append(("analysis window", window_html(evidence.window, local)))
     if result.incident is not None:
         facts.append(("incident window", window_html(result.incident, local)))
     facts += [

@@ -6,7 +6,7 @@ rules. A panel is built only when its metrics have data.
 
 Readable at a glance and in grey print: series differ by colour (the
 Okabe-Ito palette, safe for colour-blind readers) *and* by stroke dash, and
-pod names lose the ``<isvc>-predictor-`` prefix they all share.
+pod names lose the prefix they all share (``<isvc>-predictor-``, or ``<name>-kserve-`` for an LLMInferenceService).
 
 Interactive charts (JupyterLab) carry tooltips and an x-axis zoom
 (``selection_interval(bind="scales")``); static ones (the SVG embedded in
@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 import altair as alt
 import pandas as pd
 
-from nbhelpers.evidence.model import Evidence
+from nbhelpers.evidence.model import Evidence, Target
 from nbhelpers.facts.pod_phases import PodPhases
 from nbhelpers.facts.traffic import counter_increases, finite, status_rates, sum_by_time, usable
 from nbhelpers.sources import kinds, kube
@@ -87,9 +87,9 @@ def limit_rows(frame: pd.DataFrame, max_rows: int = MAX_ROWS, max_series: int = 
     return binned[COLUMNS].reset_index(drop=True)
 
 
-def short_pod(name: str, isvc: str) -> str:
-    """A pod name without the ``<isvc>-predictor-`` prefix every predictor pod shares."""
-    prefix = f"{isvc}-predictor-"
+def short_pod(name: str, target: Target) -> str:
+    """A pod name without the prefix every serving pod of the target shares."""
+    prefix = target.pod_prefix
     return name[len(prefix) :] if name.startswith(prefix) and len(name) > len(prefix) else name
 
 
@@ -107,9 +107,8 @@ def _max_value(item: SeriesData) -> float:
 
 
 def _by_pod(evidence: Evidence, items: Iterable[SeriesData], scale: float = 1.0) -> list[Row]:
-    isvc = evidence.target.isvc
     return [
-        (t, short_pod(_pod_of(item), isvc), v * scale)
+        (t, short_pod(_pod_of(item), evidence.target), v * scale)
         for item in _highest(items, _max_value)
         for t, v in finite(item.samples)
     ]
@@ -165,7 +164,7 @@ def restarts_frame(evidence: Evidence) -> pd.DataFrame:
     chosen = sorted(restarted, key=lambda pair: -sum(pair[1].values()))[:MAX_SERIES]
     cumulative: dict[tuple[str, float], float] = {}
     for item, rises in chosen:
-        pod = short_pod(item.labels.get("pod", "?"), evidence.target.isvc)
+        pod = short_pod(item.labels.get("pod", "?"), evidence.target)
         running = 0.0
         for t, _ in finite(item.samples):
             running += rises.get(t, 0.0)
@@ -351,11 +350,11 @@ def _requests(evidence: Evidence) -> Panel:
 
 
 def _ready(evidence: Evidence) -> Panel:
-    return Panel(ready_frame(evidence), "Ready predictor pods", "pods", y_floor=1.0, counts=True)
+    return Panel(ready_frame(evidence), f"Ready {evidence.target.pods_noun}", "pods", y_floor=1.0, counts=True)
 
 
 def _restarts(evidence: Evidence) -> Panel:
-    title = f"Container restarts since the window opened, per pod ({evidence.target.isvc}-predictor-…)"
+    title = f"Container restarts since the window opened, per pod ({evidence.target.pod_prefix}…)"
     quiet = "no container restarts" if usable(evidence, "pod_restarts") else ""
     return Panel(restarts_frame(evidence), title, "restarts", y_floor=1.0, quiet=quiet, counts=True, per_pod=True)
 
@@ -375,14 +374,14 @@ def _latency(evidence: Evidence) -> Panel:
 
 
 def _kv_cache(evidence: Evidence) -> Panel:
-    title = f"KV cache usage per pod ({evidence.target.isvc}-predictor-…)"
+    title = f"KV cache usage per pod ({evidence.target.pod_prefix}…)"
     return Panel(kv_cache_frame(evidence), title, "% used", y_domain=(0.0, 100.0), per_pod=True)
 
 
 def _gpu_memory(evidence: Evidence) -> Panel:
     card = gpu_card_mib(evidence)
     rules = ((card, f"card {card:,.0f} MiB"),) if card is not None else ()
-    title = f"GPU memory used per pod, DCGM ({evidence.target.isvc}-predictor-…)"
+    title = f"GPU memory used per pod, DCGM ({evidence.target.pod_prefix}…)"
     return Panel(gpu_memory_frame(evidence), title, "MiB", rules=rules, per_pod=True)
 
 
@@ -511,7 +510,7 @@ def phases_frame(evidence: Evidence, pods: Sequence[PodPhases] | None = None) ->
     for rank, pod in enumerate(slowest):
         start = 0.0
         for order, (phase, seconds) in enumerate(_phase_rows(pod)):
-            label = short_pod(pod.pod, evidence.target.isvc)
+            label = short_pod(pod.pod, evidence.target)
             records.append((label, rank, phase, order, start, start + seconds, round(seconds, 1)))
             start += seconds
     return pd.DataFrame(records, columns=["pod", "rank", "phase", "order", "start", "end", "seconds"])
@@ -529,7 +528,7 @@ def cold_start_chart(
     shown = frame["pod"].nunique()
     measured = sum(1 for pod in everyone if _phase_rows(pod))
     title = "Cold start per pod, by phase (seconds from its latest start)"
-    subtitle = f"{evidence.target.isvc}-predictor-… pods" + (
+    subtitle = f"{evidence.target.pod_prefix}… pods" + (
         f"; the {shown} slowest of {measured}" if measured > shown else ""
     )
     phases = list(dict.fromkeys(frame.sort_values("order")["phase"]))

@@ -89,15 +89,15 @@ def impact_lines(evidence: Evidence) -> list[str]:
     if ready_samples:
         low, high = min(v for _, v in ready_samples), max(v for _, v in ready_samples)
         if low == high:
-            lines.append(f"Ready predictor pods: {_number(low)} throughout the window.")
+            lines.append(f"Ready {evidence.target.pods_noun}: {_number(low)} throughout the window.")
         else:
-            lines.append(f"Ready predictor pods ranged from {_number(low)} to {_number(high)}.")
+            lines.append(f"Ready {evidence.target.pods_noun} ranged from {_number(low)} to {_number(high)}.")
     pods = [pod for pod in evidence.of(kinds.POD) if kube.is_predictor(pod)]
     if pods:
         ready_now = sum(1 for pod in pods if kube.pod_ready(pod))
         restarts_now = sum(kube.restart_count(pod) for pod in pods)
         lines.append(
-            f"At {utc_text(evidence.observed_at)}: {len(pods)} predictor pod(s), {ready_now} ready, "
+            f"At {utc_text(evidence.observed_at)}: {len(pods)} {evidence.target.pods_noun[:-1]}(s), {ready_now} ready, "
             f"{restarts_now} restart(s) in their container statuses."
         )
     return lines
@@ -233,7 +233,7 @@ def metric_timeline(evidence: Evidence) -> list[TimelineEntry]:
             )
     ready = usable(evidence, "pod_ready")
     if ready is not None:
-        entries.extend(_transitions(sum_by_time(ready.series), "ready predictor pods"))
+        entries.extend(_transitions(sum_by_time(ready.series), f"ready {evidence.target.pods_noun}"))
     restarts = restart_increases(evidence)
     if restarts:
         first_t, _, first_pod = restarts[0]
