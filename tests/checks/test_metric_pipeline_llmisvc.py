@@ -38,7 +38,8 @@ def test_without_spec_scaling_no_autoscaler_reads_a_metric() -> None:
     try:
         _run(HEALTHY)
     except StepSkipped as skipped:
-        assert "no HPA or ScaledObject" in skipped.reason
+        assert "no HPA or ScaledObject acts on the vLLM workload" in skipped.reason
+        assert "spec.scaling" in skipped.reason
     else:
         raise AssertionError("expected the step to be skipped")
 

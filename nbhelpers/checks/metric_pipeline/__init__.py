@@ -54,7 +54,7 @@ def run(evidence: Evidence) -> list[Finding]:
         scaled_objects = evidence.failure(kinds.SCALED_OBJECT.key)
         if scaled_objects is not None and scaled_objects.lost:
             raise EvidenceMissing(scaled_objects.what, f"{scaled_objects.status}: {scaled_objects.reason}")
-        raise StepSkipped(_nothing_reads_an_api(scalers))
+        raise StepSkipped(_nothing_reads_an_api(scalers, evidence.target.is_llmisvc))
     needed = tuple(dict.fromkeys(api for reader in readers for api in reader.apis()))
     pipeline = MetricPipeline(evidence, readers, metrics_apis.api_states(evidence, needed))
     findings: list[Finding] = []
@@ -69,7 +69,7 @@ def run(evidence: Evidence) -> list[Finding]:
     return findings
 
 
-def _nothing_reads_an_api(scalers: Sequence[Autoscaler]) -> str:
+def _nothing_reads_an_api(scalers: Sequence[Autoscaler], llmisvc: bool) -> str:
     knative = [a for a in scalers if a.klass == "kpa"]
     if knative:
         names = ", ".join(a.ref for a in knative)
@@ -79,4 +79,6 @@ def _nothing_reads_an_api(scalers: Sequence[Autoscaler]) -> str:
         )
     if scalers:
         return "no autoscaler on the predictor reads a metrics API"
+    if llmisvc:  # KServe renders an autoscaler only from spec.scaling (llmisvc/scaling.go, docs/upstream-facts.md)
+        return "no HPA or ScaledObject acts on the vLLM workload: the LLMInferenceService sets no spec.scaling"
     return "no HPA or ScaledObject acts on the predictor (the scale_target step judges whether one is expected)"
