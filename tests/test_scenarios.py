@@ -262,6 +262,11 @@ def test_spec_errors_name_the_field(old: str, new: str, message: str) -> None:
         variant("port-mismatch", (old, new))
 
 
+def test_serverless_scenarios_refuse_autoscaler_classes_the_generator_does_not_model() -> None:
+    with pytest.raises(ScenarioError, match="model Knative's KPA only"):
+        variant("healthy-serverless", ("autoscaler_class: kpa", "autoscaler_class: hpa"))
+
+
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
