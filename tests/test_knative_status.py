@@ -133,3 +133,40 @@ def test_exit_message_follows_knative() -> None:
     terminated: dict[str, Any] = {"exitCode": 0}
     assert exit_message(terminated) == "Container failed with: container exited with no error"
     assert exit_message({"exitCode": 1, "message": "boom"}) == "Container failed with: boom"
+
+
+def _single_pod_crash(knative: str = "1.15.2") -> ScenarioSpec:
+    """runtime-illegal-memory-access-log-cut-serverless with one pod: its engine dies while serving and no other pod
+    is available when it does; it restarts and serves again."""
+    return _variant(
+        "runtime-illegal-memory-access-log-cut-serverless",
+        ("min_replicas: 2", "min_replicas: 1"),
+        ("{pod: 1, at", "{pod: 0, at"),
+        ('knative: "1.15.2"', f'knative: "{knative}"'),
+    )
+
+
+def test_knative_1_15_keeps_container_healthy_false_after_the_pod_recovered() -> None:
+    # knative/serving#15487: 1.14 to 1.16 never set ContainerHealthy back to True; the Route and KServe copy it.
+    spec = _single_pod_crash()
+    revision = _revision(spec)
+    assert revision["ContainerHealthy"] == ("False", "ExitCode1", "Container failed with: ")
+    assert revision["Ready"] == ("False", "ExitCode1", "Container failed with: ")
+    assert revision["Active"][0] == revision["ResourcesAvailable"][0] == "True"
+    ksvc = _conditions(spec, "Service", "serving.knative.dev")
+    assert ksvc["RoutesReady"][1:] == (
+        "RevisionMissing",
+        'Revision "contract-review-predictor-00001" failed to become ready.',
+    )
+    isvc = _conditions(spec, "InferenceService")
+    assert isvc["PredictorReady"][:2] == ("False", "RevisionFailed")
+    assert isvc["IngressReady"][:2] == ("False", "Predictor ingress not created")
+
+
+def test_knative_1_17_sets_container_healthy_back_to_true() -> None:
+    assert _revision(_single_pod_crash("1.17.0"))["Ready"][0] == "True"
+
+
+def test_a_crash_while_another_pod_serves_is_not_seen_by_knative() -> None:
+    # The Revision reconciler reads the pods only while the Deployment has no available replica.
+    assert _revision(load_spec("runtime-illegal-memory-access-log-cut-serverless"))["Ready"][0] == "True"

@@ -26,10 +26,11 @@ message of the condition marked False last, Unknown while any is Unknown. The Co
 Service's conditions into PredictorReady, PredictorConfigurationReady and PredictorRouteReady
 (``PropagateStatus`` in kserve ``pkg/apis/serving/v1beta1/inference_service_status.go``).
 
-Releases differ in two ways the scenarios do not meet: from 1.17 a Deployment with a ready replica marks
-``ContainerHealthy`` True again (knative/serving#15503; before it a False one stays False after the pods recover),
-and in 1.18.2 and from 1.20 ``ResourcesAvailable`` stays Unknown until the scale target is initialized
-(knative/serving PRs #16100, #16094).
+Releases differ in two ways. In 1.14 to 1.16 a ContainerHealthy=False is never set True again after the pods
+recover (knative/serving#15487), and the Configuration, the Route and KServe copy the failure over pods that serve:
+``keeps_container_unhealthy`` writes that for the cluster's release; 1.17 fixed it (PR #15503). In 1.18.2 and from
+1.20 ``ResourcesAvailable`` stays Unknown until the scale target is initialized (PRs #16100, #16094); the scenarios
+run 1.15.
 """
 
 from __future__ import annotations
@@ -173,6 +174,7 @@ def apply(plan: Plan, objects: list[KubeObject]) -> list[KubeObject]:
         return objects  # the Revision reconciler stopped before the Deployment (the image digest)
     conditions = revision_conditions(plan, objects, deployment)
     if conditions is None:
+        _stale_exit(plan, objects, revision)
         return objects
     revision["status"]["conditions"] = conditions
     autoscaler = _named(objects, "PodAutoscaler", plan.revision)
@@ -183,6 +185,68 @@ def apply(plan: Plan, objects: list[KubeObject]) -> list[KubeObject]:
         first = min(entry["lastTransitionTime"] for entry in conditions if entry["status"] == "False")
         _propagate_failure(plan, objects, ready, first)
     return objects
+
+
+def keeps_container_unhealthy(release: str) -> bool:
+    """Knative 1.14 to 1.16: ``PropagateAutoscalerStatus`` counts ContainerHealthy=False as resources unavailable
+    (PR #14744, in 1.14) and so never sets it back to True, and nothing else does until 1.17 (PR #15503):
+    knative/serving#15487."""
+    parts = release.split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return False
+    return (int(parts[0]), int(parts[1])) in ((1, 14), (1, 15), (1, 16))
+
+
+def _first_unavailable_exit(plan: Plan) -> tuple[str, int] | None:
+    """The first moment a container had exited while no pod was available, as the Revision reconciler saw it (the
+    Deployment's availableReplicas fell to 0, and the first pod by name showed a ``lastState.terminated``): its time
+    and exit code."""
+    captured = plan.spec.timeline.captured_at
+    ends = sorted(run.ended for pod in plan.pods for run in pod.runs if run.ended is not None and run.ended <= captured)
+    for moment in ends:
+        if plan.ready_pods(moment):
+            continue
+        alive = sorted((pod for pod in plan.pods if pod.alive(moment) and pod.runs), key=lambda pod: pod.name)
+        last = alive[0].last_termination(moment) if alive else None
+        if last is not None:
+            return format_time(moment), last.exit_code
+    return None
+
+
+def _stale_exit(plan: Plan, objects: list[KubeObject], revision: KubeObject) -> None:
+    """A revision with an available pod whose ContainerHealthy went False on an earlier exit and, on 1.14 to 1.16,
+    stayed False: Ready=False over pods that serve, copied up by the Configuration, the Route and KServe."""
+    if not keeps_container_unhealthy(plan.spec.cluster.knative):
+        return
+    exit_seen = _first_unavailable_exit(plan)
+    if exit_seen is None:
+        return
+    moment, code = exit_seen
+    message = exit_message({"exitCode": code})
+    conditions = revision["status"]["conditions"]
+    for index, entry in enumerate(conditions):
+        if entry["type"] in ("ContainerHealthy", "Ready"):
+            conditions[index] = condition(entry["type"], "False", moment, f"ExitCode{code}", message)
+    failed = f'Revision "{plan.revision}" failed with message: {message}.'
+    unready = f'Revision "{plan.revision}" failed to become ready.'
+    for obj in objects:
+        if obj["kind"] == "Service" and obj["apiVersion"] == "serving.knative.dev/v1":
+            obj["status"]["conditions"] = [
+                condition("ConfigurationsReady", "False", moment, "RevisionFailed", failed),
+                condition("Ready", "False", moment, "RevisionFailed", failed),
+                condition("RoutesReady", "False", moment, "RevisionMissing", unready),
+            ]
+        if obj["kind"] == "InferenceService" and obj["status"]:
+            # PredictorReady copies the Knative Service's Ready; the ingress reconciler then marks IngressReady
+            # False ("Predictor ingress not created") but keeps the VirtualService it made (ingress_reconciler.go).
+            obj["status"]["conditions"] = [
+                condition("IngressReady", "False", moment, "Predictor ingress not created"),
+                condition("LatestDeploymentReady", "False", moment, "PredictorConfigurationReady not ready"),
+                condition("PredictorConfigurationReady", "False", moment, "RevisionFailed", failed),
+                condition("PredictorReady", "False", moment, "RevisionFailed", failed),
+                condition("PredictorRouteReady", "False", moment, "RevisionMissing", unready),
+                condition("Ready", "False", moment, "RevisionFailed", failed),
+            ]
 
 
 def autoscaler_conditions(plan: Plan, autoscaler: KubeObject) -> list[KubeObject]:
