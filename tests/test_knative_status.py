@@ -54,6 +54,7 @@ def test_the_failed_revision_is_propagated_to_the_knative_service_and_the_infere
     ksvc = _conditions(spec, "Service", "serving.knative.dev")
     assert ksvc["ConfigurationsReady"] == ("False", "RevisionFailed", failed)
     assert ksvc["RoutesReady"][:2] == ("False", "RevisionMissing")
+    assert ksvc["Ready"] == ksvc["RoutesReady"]  # the Route propagates last (knative/serving#11337's status)
     isvc = _conditions(spec, "InferenceService")
     assert isvc["PredictorConfigurationReady"] == ("False", "RevisionFailed", failed)
     assert isvc["PredictorReady"][:2] == ("False", "RevisionMissing")
@@ -159,7 +160,7 @@ def test_knative_1_15_keeps_container_healthy_false_after_the_pod_recovered() ->
         'Revision "contract-review-predictor-00001" failed to become ready.',
     )
     isvc = _conditions(spec, "InferenceService")
-    assert isvc["PredictorReady"][:2] == ("False", "RevisionFailed")
+    assert isvc["PredictorReady"] == ksvc["Ready"] == ksvc["RoutesReady"]
     assert isvc["IngressReady"][:2] == ("False", "Predictor ingress not created")
 
 

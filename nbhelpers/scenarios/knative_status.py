@@ -233,19 +233,19 @@ def _stale_exit(plan: Plan, objects: list[KubeObject], revision: KubeObject) -> 
         if obj["kind"] == "Service" and obj["apiVersion"] == "serving.knative.dev/v1":
             obj["status"]["conditions"] = [
                 condition("ConfigurationsReady", "False", moment, "RevisionFailed", failed),
-                condition("Ready", "False", moment, "RevisionFailed", failed),
+                condition("Ready", "False", moment, "RevisionMissing", unready),
                 condition("RoutesReady", "False", moment, "RevisionMissing", unready),
             ]
         if obj["kind"] == "InferenceService" and obj["status"]:
-            # PredictorReady copies the Knative Service's Ready; the ingress reconciler then marks IngressReady
+            # PredictorReady copies the Knative Service's Ready (the Route's words); the ingress reconciler then marks IngressReady
             # False ("Predictor ingress not created") but keeps the VirtualService it made (ingress_reconciler.go).
             obj["status"]["conditions"] = [
                 condition("IngressReady", "False", moment, "Predictor ingress not created"),
                 condition("LatestDeploymentReady", "False", moment, "PredictorConfigurationReady not ready"),
                 condition("PredictorConfigurationReady", "False", moment, "RevisionFailed", failed),
-                condition("PredictorReady", "False", moment, "RevisionFailed", failed),
+                condition("PredictorReady", "False", moment, "RevisionMissing", unready),
                 condition("PredictorRouteReady", "False", moment, "RevisionMissing", unready),
-                condition("Ready", "False", moment, "RevisionFailed", failed),
+                condition("Ready", "False", moment, "RevisionMissing", unready),
             ]
 
 
@@ -276,12 +276,12 @@ def _propagate_failure(plan: Plan, objects: list[KubeObject], ready: KubeObject,
 
 
 def knative_service_failed(plan: Plan, moment: str, failed: str) -> list[KubeObject]:
-    """The Knative Service over a failed latest Revision: its Configuration's RevisionFailed, the Route's
-    RevisionMissing (as ``kn`` prints it in knative/serving#9857)."""
+    """The Knative Service over a failed latest Revision that never became ready: its Configuration's RevisionFailed,
+    the Route's RevisionMissing, and Ready from the Route, propagated last (the status in knative/serving#11337)."""
     missing = f'Configuration "{plan.ksvc}" does not have any ready Revision.'
     return [
         condition("ConfigurationsReady", "False", moment, "RevisionFailed", failed),
-        condition("Ready", "False", moment, "RevisionFailed", failed),
+        condition("Ready", "False", moment, "RevisionMissing", missing),
         condition("RoutesReady", "False", moment, "RevisionMissing", missing),
     ]
 
