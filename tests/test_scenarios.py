@@ -262,6 +262,11 @@ def test_spec_errors_name_the_field(old: str, new: str, message: str) -> None:
         variant("port-mismatch", (old, new))
 
 
+def test_serverless_scenarios_refuse_autoscaler_classes_the_generator_does_not_model() -> None:
+    with pytest.raises(ScenarioError, match="model Knative's KPA only"):
+        variant("healthy-serverless", ("autoscaler_class: kpa", "autoscaler_class: hpa"))
+
+
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
@@ -1106,6 +1111,28 @@ def test_validator_catches_a_kv_refusal_claimed_as_oomkilled(bundles: dict[str, 
 
     problems = validate_bundle(edited(bundles["kv-cache-max-model-len"], "objects/Pod.yaml", claim_kernel_oom))
     assert any("KV cache capacity check, but the container's last termination is OOMKilled" in p for p in problems)
+
+
+def test_validator_catches_revision_conditions_its_pods_do_not_explain(bundles: dict[str, dict[str, bytes]]) -> None:
+    """Knative's Revision reconciler derives ExitCode<N> from a pod's last termination and Ready=True from an
+    available replica (docs/upstream-facts.md, "Knative Revision conditions from the pods")."""
+
+    def claim_exit_137(revisions: list[dict[str, Any]]) -> None:
+        for entry in revisions[0]["status"]["conditions"]:
+            if entry["type"] in ("ContainerHealthy", "Ready"):
+                entry["reason"] = "ExitCode137"
+
+    def claim_ready(revisions: list[dict[str, Any]]) -> None:
+        for entry in revisions[0]["status"]["conditions"]:
+            entry.update(status="True")
+            entry.pop("reason", None)
+
+    files = bundles["engine-bf16-on-t4"]
+    assert validate_bundle(files) == []
+    exit_problems = validate_bundle(edited(files, "objects/Revision.serving.knative.dev.yaml", claim_exit_137))
+    assert any("reports ExitCode137, but no pod's container exited with that code" in p for p in exit_problems)
+    ready_problems = validate_bundle(edited(files, "objects/Revision.serving.knative.dev.yaml", claim_ready))
+    assert any("is Ready without an available replica" in p for p in ready_problems)
 
 
 def test_validator_catches_nginx_504s_far_below_its_timeout(bundles: dict[str, dict[str, bytes]]) -> None:

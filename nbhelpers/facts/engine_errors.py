@@ -251,6 +251,18 @@ def find(
     return failing_pods, chosen[0] if chosen else None
 
 
+def owned_elsewhere(pods: Sequence[Mapping[str, Any]], container: str, logs: Iterable[ContainerLog]) -> bool:
+    """A memory code's error (``OWNED_ELSEWHERE``) shows in the termination message or a log of ``container`` in
+    ``pods``: the memory steps name that failure."""
+    names = {str((pod.get("metadata") or {}).get("name")) for pod in pods}
+    texts = [log.text for log in logs if log.pod in names and log.container == container]
+    for pod in pods:
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            if status.get("name") == container:
+                texts.append(termination_message(status))
+    return any(OWNED_ELSEWHERE.search(text) for text in texts if text)
+
+
 def failing_sidecars(pods: Sequence[Mapping[str, Any]], serving: str) -> list[str]:
     """Names of the pods' other regular containers that are not ready and whose run ended by itself with an error
     (a custom sidecar that crashes keeps the pod unready as surely as the model server would). Init containers are

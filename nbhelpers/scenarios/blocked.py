@@ -14,7 +14,8 @@ Four shapes, each from public reports (the scenarios cite them):
   pkg/reconciler/revision: reconcileDigest runs before the Deployment and PA phases).
 - ``pod_creation_rejected``: the API server refuses the ReplicaSet's pods (quota, LimitRange, admission); no pod
   exists, the ReplicaSet records ``FailedCreate`` events and a ``ReplicaFailure`` condition that the Deployment
-  copies. A Knative Revision above it only says ``Deploying`` (knative/serving#13708).
+  copies; a Knative Revision above it reports it as ``ResourcesAvailable=False``, ``FailedCreate`` (knative_status;
+  knative/serving#13708 saw only ``Deploying`` before PR #14453, in 1.13.0 and 1.12.1, propagated the failure).
 
 The plan keeps such pods with no run of the serving container (or drops them when none is ever created); the
 objects, events and logs the generator writes for them come from here, derived from the same plan.
@@ -26,6 +27,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from nbhelpers.scenarios import knative_status
 from nbhelpers.scenarios.logs import kubelet_stamp
 from nbhelpers.scenarios.objects import QUEUE_IMAGE, node_ip
 from nbhelpers.scenarios.spec import Fault, ScenarioSpec
@@ -442,7 +444,6 @@ def _digest_unresolved(plan: Plan, fault: Fault, objects: list[KubeObject]) -> l
     created = plan.spec.timeline.deployed_at + timedelta(seconds=1)
     message = _fetch_error(plan, fault)
     failed = f'Revision "{plan.revision}" failed with message: {message}.'
-    missing = f'Configuration "{plan.ksvc}" does not have any ready Revision.'
     sks_names = {plan.revision, f"{plan.revision}-private"}
     kept = []
     for obj in objects:
@@ -464,27 +465,11 @@ def _digest_unresolved(plan: Plan, fault: Fault, objects: list[KubeObject]) -> l
                 ],
             }
         if kind == "Service" and obj["apiVersion"] == "serving.knative.dev/v1":
-            obj["status"]["conditions"] = [
-                _condition("ConfigurationsReady", "False", created, "RevisionFailed", failed),
-                _condition("Ready", "False", created, "RevisionFailed", failed),
-                _condition("RoutesReady", "False", created, "RevisionMissing", missing),
-            ]
+            obj["status"]["conditions"] = knative_status.knative_service_failed(plan, format_time(created), failed)
         if kind == "InferenceService":
-            obj["status"]["conditions"] = _isvc_digest_conditions(created, failed, missing)
+            obj["status"]["conditions"] = knative_status.isvc_failed(plan, format_time(created), failed)
         kept.append(obj)
     return kept
-
-
-def _isvc_digest_conditions(moment: datetime, failed: str, missing: str) -> list[KubeObject]:
-    """KServe copies the Knative Service's conditions (as in kubeflow/kubeflow#7560's status)."""
-    return [
-        _condition("IngressReady", "False", moment, "RevisionMissing", missing),
-        _condition("LatestDeploymentReady", "False", moment, "PredictorConfigurationReady not ready"),
-        _condition("PredictorConfigurationReady", "False", moment, "RevisionFailed", failed),
-        _condition("PredictorReady", "False", moment, "RevisionMissing", missing),
-        _condition("PredictorRouteReady", "False", moment, "RevisionMissing", missing),
-        _condition("Ready", "False", moment, "RevisionMissing", missing),
-    ]
 
 
 def rejected_pod_name(plan: Plan) -> str:
@@ -520,13 +505,7 @@ def _creation_rejected(plan: Plan, fault: Fault, objects: list[KubeObject]) -> l
                 "conditions": [dict(failure)],
             }
         if kind == "Revision":
-            created = plan.spec.timeline.deployed_at + timedelta(seconds=1)
-            obj["status"]["conditions"] = [
-                _condition("Active", "Unknown", created, "Deploying"),
-                _condition("ContainerHealthy", "True", created),
-                _condition("Ready", "Unknown", created, "Deploying"),
-                _condition("ResourcesAvailable", "Unknown", created, "Deploying"),
-            ]
+            # Its conditions: knative_status (the ReplicaFailure becomes ResourcesAvailable=False, FailedCreate).
             obj["status"]["desiredReplicas"] = wanted
             obj["status"]["actualReplicas"] = 0
             obj["status"].pop("containerStatuses", None)

@@ -20,7 +20,7 @@ from nbhelpers.evidence.capture import bundle_files
 from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Target
 from nbhelpers.metrics import catalog, openmetrics
-from nbhelpers.scenarios import blocked, llmisvc, routes
+from nbhelpers.scenarios import blocked, knative_status, llmisvc, routes
 from nbhelpers.scenarios.answers import RawStore, answer
 from nbhelpers.scenarios.events import build_events
 from nbhelpers.scenarios.logs import queue_proxy_log, vllm_log
@@ -136,7 +136,8 @@ def build_objects(scenario: Plan) -> list[KubeObject]:
     if stale_hpa_target(scenario.spec) is not None:
         objects += builder.stale_copy()
     objects += builder.nodes() + builder.api_services() + builder.metrics_server() + builder.config_maps()
-    objects = routes.adjust_objects(builder, blocked.adjust_objects(builder, objects))
+    objects = knative_status.apply(scenario, blocked.adjust_objects(builder, objects))
+    objects = routes.adjust_objects(builder, objects)
     return objects + build_events(scenario)
 
 

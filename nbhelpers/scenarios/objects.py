@@ -518,14 +518,13 @@ class ObjectBuilder:
         owner = _owner("serving.knative.dev/v1", "Configuration", plan.ksvc, plan.uids["configuration"])
         template = self._revision_template()
         since = self._ready_since() if ready else created
+        # A Revision without an available pod gets its conditions from its pods as Knative reads them: knative_status.
         conditions = [
             _condition("Active", ready, since, "" if ready else "Activating"),
             _condition("ContainerHealthy", True, since),
             _condition("Ready", ready, since, "" if ready else "Deploying"),
             _condition("ResourcesAvailable", True, since),
         ]
-        if config_error(self.spec):
-            conditions = [conditions[0], *self._config_error_conditions()]
         return {
             "apiVersion": "serving.knative.dev/v1",
             "kind": "Revision",
@@ -549,31 +548,6 @@ class ObjectBuilder:
                 ],
             },
         }
-
-    def _config_error_conditions(self) -> list[KubeObject]:
-        """The Revision of pods whose serving container is never created (CreateContainerConfigError).
-
-        Knative's Revision reconciler reads the first pod's container statuses only once the Deployment has
-        exceeded its progress deadline; it then copies the serving container's waiting reason and message into
-        ResourcesAvailable, and Ready follows (knative/serving pkg/reconciler/revision/reconcile_resources.go,
-        reconcileDeployment). ContainerHealthy keeps the Unknown "Deploying" it got when the Deployment was created.
-        """
-        deployment_created = self.deployed + timedelta(seconds=2)
-        deadline = deployment_created + timedelta(seconds=PROGRESS_DEADLINE_SECONDS)
-        created = self.deployed + timedelta(seconds=1)
-        healthy = _unknown("ContainerHealthy", created, "Deploying")
-        if self.captured <= deadline:
-            return [
-                healthy,
-                _unknown("Ready", created, "Deploying"),
-                _unknown("ResourcesAvailable", created, "Deploying"),
-            ]
-        reason, message = "CreateContainerConfigError", config_error(self.spec)
-        return [
-            healthy,
-            _condition("Ready", False, deadline, reason, message),
-            _condition("ResourcesAvailable", False, deadline, reason, message),
-        ]
 
     def pod_autoscaler(self) -> KubeObject:
         plan = self.plan

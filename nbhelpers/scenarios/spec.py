@@ -882,6 +882,10 @@ def _check_consistency(spec: ScenarioSpec, top: _Fields) -> None:
         raise top.fail("isvc.autoscaler_class", "kpa needs the Serverless deployment mode")
     if isvc.deployment_mode == "Serverless" and isvc.autoscaler_class == "none":
         raise top.fail("isvc.autoscaler_class", "none is only for RawDeployment (Knative always autoscales)")
+    if isvc.deployment_mode == "Serverless" and isvc.autoscaler_class != "kpa":
+        # Knative's HPA class (autoscaling.knative.dev/class: hpa.autoscaling.knative.dev) makes an HPA named after
+        # the revision, owned by its PodAutoscaler; the generator writes a KPA only.
+        raise top.fail("isvc.autoscaler_class", "Serverless scenarios model Knative's KPA only (kpa)")
     unknown = [code for code in spec.expected_root_causes if code not in CATALOG]
     if unknown:
         raise top.fail("expected_root_causes", f"holds unknown codes: {', '.join(unknown)}")

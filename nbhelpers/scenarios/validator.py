@@ -27,6 +27,9 @@ bundle is plausible). It checks:
   kubelet's Started events count every run (init containers included; a container still waiting to start for the
   first time, in PodInitializing or an image back-off, has none) of a pod created in the window; while an init
   container has not completed the pod is Pending with Initialized=False and no app container has started;
+- Knative Revisions report their pods as Knative reads them: Ready=True only with an available replica, an
+  ``ExitCode<N>`` only with a pod whose container exited with N, ``Unschedulable`` only with a pod the scheduler could
+  not place;
 - workloads that create no pod: a Revision whose image Knative could not resolve (ContainerMissing) has no
   Deployment; a ReplicaSet or Deployment with ReplicaFailure=True has fewer pods than it wants, and the
   ReplicaSet's FailedCreate events say why;
@@ -134,6 +137,7 @@ def validate_bundle(source: Mapping[str, bytes] | str | os.PathLike[str]) -> lis
     problems += _check_workload_names(bundle)
     problems += _check_pods(bundle)
     problems += _check_replica_failures(bundle)
+    problems += _check_revision_conditions(bundle)
     problems += _check_events(bundle)
     problems += _check_logs(bundle)
     problems += _check_metrics(bundle)
@@ -375,6 +379,36 @@ def _check_initialization(where: str, pod: KubeObject) -> list[str]:
 def _image_unresolved(revision: KubeObject) -> bool:
     healthy = kube.condition(revision, "ContainerHealthy") or {}
     return str(healthy.get("status")) == "False" and healthy.get("reason") == "ContainerMissing"
+
+
+def _check_revision_conditions(bundle: _Bundle) -> list[str]:
+    """A Revision's Ready says what Knative read from its Deployment and pods (docs/upstream-facts.md, "Knative
+    Revision conditions from the pods")."""
+    problems = []
+    deployments = {kube.name(obj): obj for obj in bundle.objects(kinds.DEPLOYMENT)}
+    for revision in bundle.objects(kinds.KNATIVE_REVISION):
+        name = kube.name(revision)
+        ready = kube.condition(revision, "Ready") or {}
+        reason = str(ready.get("reason") or "")
+        pods = [pod for pod in bundle.pods() if kube.labels(pod).get("serving.knative.dev/revision") == name]
+        deployment = deployments.get(f"{name}-deployment")
+        available = int(kube.status(deployment).get("availableReplicas") or 0) if deployment is not None else 0
+        if str(ready.get("status")) == "True" and not available:
+            problems.append(f"Revision {name!r} is Ready without an available replica")
+        if reason.startswith("ExitCode") and not any(_exited_with(pod, reason[len("ExitCode") :]) for pod in pods):
+            problems.append(f"Revision {name!r} reports {reason}, but no pod's container exited with that code")
+        if reason == "Unschedulable" and not any(
+            str((kube.condition(pod, "PodScheduled") or {}).get("status")) == "False" for pod in pods
+        ):
+            problems.append(f"Revision {name!r} reports Unschedulable, but every pod was scheduled")
+    return problems
+
+
+def _exited_with(pod: KubeObject, code: str) -> bool:
+    return any(
+        str(((status.get("lastState") or {}).get("terminated") or {}).get("exitCode")) == code
+        for status in kube.status(pod).get("containerStatuses") or []
+    )
 
 
 def _check_replica_failures(bundle: _Bundle) -> list[str]:

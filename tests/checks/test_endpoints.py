@@ -205,6 +205,37 @@ def test_revision_still_inside_its_progress_deadline_is_fine() -> None:
     assert "ROUTING_REVISION_NOT_READY" not in codes(endpoints.run(evidence_of(objects)))
 
 
+STALE = "checks/ROUTING_REVISION_NOT_READY/serverless_container_healthy_stale.yaml"
+
+
+def test_a_revision_failed_by_a_stale_condition_while_its_pods_serve_is_info() -> None:
+    # knative/serving#15487 (1.14 to 1.16): ContainerHealthy=False stays after the container recovered, and the
+    # Route and KServe copy it. Before: ROUTING_REVISION_NOT_READY and ISVC_NOT_READY critical on a revision whose pod
+    # is ready behind its private Service; after: both info, saying the condition is stale.
+    findings = _run(SERVERLESS, STALE)
+    assert serious(findings) == []
+    revision = only(findings, "ROUTING_REVISION_NOT_READY")
+    assert (
+        revision.title == "revision vllm-llm-predictor-00001 reports Ready=False (ExitCode137) while its pods are ready"
+    )
+    assert "knative/serving#15487" in revision.summary
+    isvc = only(findings, "ISVC_NOT_READY")
+    assert isvc.level is Severity.INFO
+    assert "stale Knative one" in isvc.summary
+
+
+def test_the_same_conditions_without_a_ready_pod_are_critical() -> None:
+    objects = load_case(SERVERLESS, STALE)
+    for obj in objects:
+        if obj["kind"] == "EndpointSlice":
+            obj["endpoints"][0]["conditions"]["ready"] = False
+        if obj["kind"] == "Endpoints":
+            obj["subsets"][0]["notReadyAddresses"] = obj["subsets"][0].pop("addresses")
+    findings = endpoints.run(evidence_of(objects))
+    assert only(findings, "ROUTING_REVISION_NOT_READY").level is Severity.CRITICAL
+    assert only(findings, "ISVC_NOT_READY").level is Severity.CRITICAL
+
+
 # --- ROUTING_LAYER_MISMATCH -----------------------------------------------------------------------
 
 

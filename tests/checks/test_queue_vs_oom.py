@@ -19,11 +19,11 @@ import yaml
 from builders import CAPTURED_AT
 from check_cases import apply_patch, codes, evidence_of, load_case, only, rollout, serious
 
-from nbhelpers.checks import queue_vs_oom
+from nbhelpers.checks import STEP_IDS, queue_vs_oom
 from nbhelpers.checks.queue_vs_oom._memory import ESTIMATE_MARGIN_GIB
 from nbhelpers.errors import StepSkipped
 from nbhelpers.findings.catalog import Severity
-from nbhelpers.findings.model import Finding
+from nbhelpers.findings.model import Finding, rank_root_causes
 from nbhelpers.metrics import catalog
 from nbhelpers.models.model_table import lookup_model
 from nbhelpers.models.vllm_memory import GIB, Gpu, ServingPlan, estimate
@@ -1253,3 +1253,56 @@ def test_the_fallback_quotes_an_unknown_error_from_the_termination_message() -> 
     findings = _run(objects)
     finding = only(findings, "CONTAINER_FAILING_UNKNOWN_CAUSE")
     assert "OSError: PermissionError at /.cache" in finding.summary and "ENGINE_START_FAILED" not in codes(findings)
+
+
+EXIT_NO_LOG = f"{UNKNOWN_CAUSE}/serverless_exit_no_log.yaml"
+
+
+def test_a_container_that_exits_without_a_word_is_named_with_its_exit_code_and_knatives_report() -> None:
+    # Issue #14, deliverable 3 (never an effect code alone): the serving container crash-loops with exit code 1 and
+    # the capture holds neither a termination message nor a log. Before: no finding here, ENDPOINTS_NONE_READY led;
+    # after: the fallback names the container, its exit code and what Knative's Revision says of it.
+    findings = _run(load_case(*SERVERLESS, EXIT_NO_LOG))
+    finding = only(findings, "CONTAINER_FAILING_UNKNOWN_CAUSE")
+    assert finding.title == "container 'kserve-container' keeps exiting with code 1"
+    assert "no termination message, and no log of it was captured" in finding.summary
+    assert "ContainerHealthy=False (ExitCode1)" in finding.summary
+    assert any("9 restarts" in line for line in finding.evidence)
+    effects = [
+        Finding(code=code, title="t", summary="s") for code in ("ENDPOINTS_NONE_READY", "ROUTING_REVISION_NOT_READY")
+    ]
+    assert rank_root_causes([*effects, finding], STEP_IDS)[0] == "CONTAINER_FAILING_UNKNOWN_CAUSE"
+
+
+def test_a_log_without_an_error_line_is_said_so() -> None:
+    log = _log(("09:52:12", "INFO 01-15 09:52:12 api_server.py:585] vLLM API server version 0.8.5"))
+    findings = _run(load_case(*SERVERLESS, EXIT_NO_LOG), None, {(SLS_POD, "kserve-container.previous"): log})
+    assert "its log holds no error line" in only(findings, "CONTAINER_FAILING_UNKNOWN_CAUSE").summary
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "message"),
+    [(137, ""), (143, ""), (1, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")],
+    ids=["killed", "terminated", "memory-code-owns-it"],
+)
+def test_a_container_killed_from_outside_or_owned_by_a_memory_code_gets_no_fallback(
+    exit_code: int, message: str
+) -> None:
+    objects = load_case(*SERVERLESS, EXIT_NO_LOG)
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    terminated = pod["status"]["containerStatuses"][0]["lastState"]["terminated"]
+    terminated["exitCode"] = exit_code
+    if message:
+        terminated["message"] = message
+    assert "CONTAINER_FAILING_UNKNOWN_CAUSE" not in codes(_run(objects))
+
+
+def test_a_revision_still_saying_exit_code_over_a_ready_pod_gets_no_fallback() -> None:
+    # Knative 1.15 and 1.16 keep ContainerHealthy=False after the pods recover (knative/serving PR #15503 fixed it in
+    # 1.17): over a ready container that has restarted once the Revision's words are stale, not a failure.
+    objects = load_case(*SERVERLESS, EXIT_NO_LOG)
+    pod = next(obj for obj in objects if obj["kind"] == "Pod")
+    serving = pod["status"]["containerStatuses"][0]
+    serving["ready"] = True
+    serving["state"] = {"running": {"startedAt": "2026-01-15T09:57:40Z"}}
+    assert "CONTAINER_FAILING_UNKNOWN_CAUSE" not in codes(_run(objects))

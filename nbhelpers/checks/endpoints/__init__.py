@@ -24,6 +24,7 @@ from nbhelpers.checks.endpoints._routing import routing
 from nbhelpers.checks.endpoints._serverless import serverless_path
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common
+from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.findings.steps import StepInfo
 from nbhelpers.sources import kube
@@ -70,6 +71,13 @@ def _isvc_not_ready(evidence: Evidence, others: list[Finding]) -> Finding | None
     why = " Clients get 503 (or no answer) until it turns ready; this is usually an effect of a cause found below."
     if found:
         why += f" This step also found: {', '.join(found)}."
+    stale = failing and _serving_anyway(evidence, others)
+    if stale:
+        why = (
+            " But every revision that carries traffic has ready pods behind its private Service and this step found "
+            "nothing wrong on the serving path: the condition copies a stale Knative one (the revision findings say "
+            "which) rather than stopping requests."
+        )
     lines = [f"InferenceService condition {kube.describe_condition(entry)}" for entry in conditions]
     if kube.status(isvc).get("url"):
         lines.append(f"status.url: {kube.status(isvc)['url']}")
@@ -84,4 +92,15 @@ def _isvc_not_ready(evidence: Evidence, others: list[Finding]) -> Finding | None
             f"watch it with: kubectl get inferenceservice {evidence.target.isvc} -n {evidence.target.namespace} -w. "
             "Nothing to roll back: this finding changes nothing by itself."
         ),
+        severity=Severity.INFO if stale else None,
     )
+
+
+def _serving_anyway(evidence: Evidence, others: list[Finding]) -> bool:
+    """Serverless, every revision that carries traffic has ready addresses behind ``<revision>-private``, and the
+    step's other findings are at most info: KServe's conditions say not ready while the pods serve (a Knative
+    condition that stays False after recovery, knative/serving#15487, copied up by KServe's PropagateStatus)."""
+    if common.effective_mode(evidence) != common.SERVERLESS or any(f.level is not Severity.INFO for f in others):
+        return False
+    revisions = [name for name, percent in common.traffic_revisions(evidence) if percent]
+    return bool(revisions) and all(common.service_addresses(evidence, f"{name}-private").ready for name in revisions)

@@ -13,6 +13,7 @@ from nbhelpers.checks.endpoints._endpoints import MAX_LISTED, none_ready
 from nbhelpers.errors import RunbookError
 from nbhelpers.evidence.model import Evidence
 from nbhelpers.facts import common
+from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.sources import kinds, kube
 from nbhelpers.util.times import parse_duration, parse_k8s_time
@@ -144,6 +145,9 @@ def _revision_finding(
         if percent
         else "Knative keeps traffic on the previous revision, so the new configuration never serves"
     )
+    serving = common.service_addresses(evidence, f"{name}-private")
+    if serving.ready:
+        return _stale_revision(evidence, revision, problem, serving, lines)
     return Finding(
         code="ROUTING_REVISION_NOT_READY",
         title=f"revision {name} not ready: {problem.split(':')[0]}",
@@ -156,6 +160,33 @@ def _revision_finding(
             f"crashes: read the logs). Inspect: kubectl describe revision {name} -n {kube.namespace(revision)}. "
             "Nothing to roll back: this finding changes nothing by itself."
         ),
+    )
+
+
+def _stale_revision(
+    evidence: Evidence, revision: Mapping[str, Any], problem: str, serving: common.Addresses, lines: list[str]
+) -> Finding:
+    """A revision whose conditions say it failed while its pods are ready behind ``<revision>-private``: the
+    condition no longer describes the pods. Knative 1.14 to 1.16 keep ContainerHealthy=False once a container has
+    exited while no pod was available, even after it recovered (knative/serving#15487, fixed in 1.17 by PR #15503);
+    the Configuration, the Route and KServe's conditions above it copy that False. Info: the evidence shows the
+    revision serving."""
+    name = kube.name(revision)
+    return Finding(
+        code="ROUTING_REVISION_NOT_READY",
+        title=f"revision {name} reports {problem.split(':')[0]} while its pods are ready",
+        summary=f"Revision {name} reports {problem}, but {len(serving.ready)} ready address(es) stand behind "
+        f"{serving.service}: its pods are ready and take traffic, so the condition is stale rather than the cause "
+        "of failing requests. Knative 1.14 to 1.16 keep ContainerHealthy=False after a container that exited while "
+        "no pod was available has recovered (knative/serving#15487), and the Route and the InferenceService copy it.",
+        objects=(kube.ref(revision), kube.ref(evidence.isvc)),
+        evidence=(*lines, *serving.lines),
+        fix=Fix(
+            what="Nothing serves less because of it. The condition clears with Knative 1.17 or later (PR #15503) or "
+            "with the next revision (any change of the InferenceService's predictor). Inspect: kubectl describe "
+            f"revision {name} -n {kube.namespace(revision)}."
+        ),
+        severity=Severity.INFO,
     )
 
 

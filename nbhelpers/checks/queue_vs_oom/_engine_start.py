@@ -41,7 +41,7 @@ def engine_start(facts: EngineFacts) -> Finding | None:
         died = engine_errors.died_while_serving(facts.pods, facts.container, facts.logs)
         return _died(facts, died) if died is not None else _failing_sidecar(facts)
     if error is None:
-        return None  # nothing to quote: ENDPOINTS_NONE_READY and the pod state speak for themselves
+        return _unquoted(facts, failing)
     if not engine_errors.confirmed_while_running(error, facts.server, facts.workload.serving):
         return None
     refs = tuple(dict.fromkeys([kube.ref(facts.evidence.isvc), *(kube.ref(pod) for pod in failing)]))
@@ -122,6 +122,70 @@ def _unknown(
             )
         ),
     )
+
+
+def _unquoted(facts: EngineFacts, failing: Sequence[Mapping[str, Any]]) -> Finding | None:
+    """The serving container exits with an error, the capture holds no line of its own that says why (no
+    termination message, no error line in a log it could read), and Knative's Revision reports the failure
+    (ContainerHealthy=False, ExitCode<N>: knative/serving pkg/reconciler/revision/reconcile_resources.go): the
+    fallback names the container and its exit code and quotes the Revision, rather than leaving ENDPOINTS_NONE_READY
+    alone at the top. Without such a report (RawDeployment) nothing is said: the pod state speaks for itself.
+
+    A memory code's error in its words belongs to the memory steps; a container killed from outside (137, 143) is
+    not failing by itself (``engine_errors.failing``) and never gets here.
+    """
+    exited = [pod for pod in failing if _serving_status(pod, facts.container) is not None]
+    if not exited or engine_errors.owned_elsewhere(failing, facts.container, facts.logs):
+        return None
+    pod = exited[0]
+    knative = _revision_reports(facts, pod)
+    if not knative:
+        return None
+    status = _serving_status(pod, facts.container) or {}
+    last = ((status.get("lastState") or {}).get("terminated")) or ((status.get("state") or {}).get("terminated")) or {}
+    code = last.get("exitCode")
+    read = [log for log in facts.logs if log.pod == kube.name(pod) and log.container == facts.container]
+    missing = "no log of it was captured" if not read else "its log holds no error line"
+    summary = (
+        f"The serving container {facts.container!r} of {kube.name(pod)} is not ready and exits with code {code} "
+        f"({len(exited)} pod(s)); nothing the capture holds says why: no termination message, and {missing}. "
+        f"Knative reports it as {knative[0].split(' condition ', 1)[-1]}."
+    )
+    return Finding(
+        code="CONTAINER_FAILING_UNKNOWN_CAUSE",
+        title=f"container {facts.container!r} keeps exiting with code {code}",
+        summary=summary,
+        objects=tuple(dict.fromkeys([kube.ref(facts.evidence.isvc), *(kube.ref(p) for p in exited)])),
+        evidence=(*knative, *facts.restarts()),
+        fix=Fix(
+            what=(
+                f"Read the log of {facts.container!r} from its start (kubectl logs {kube.name(pod)} -c "
+                f"{facts.container} --previous; reading pod logs needs get on pods/log) and fix the first error it "
+                "names."
+            )
+        ),
+    )
+
+
+def _serving_status(pod: Mapping[str, Any], container: str) -> Mapping[str, Any] | None:
+    """The container's status when its current or last run ended by itself with an error."""
+    for status in kube.status(pod).get("containerStatuses") or []:
+        if status.get("name") == container and engine_errors.failing(status):
+            return status  # type: ignore[no-any-return]
+    return None
+
+
+def _revision_reports(facts: EngineFacts, pod: Mapping[str, Any]) -> list[str]:
+    """The failing condition of the pod's Knative Revision (its ContainerHealthy quotes the container's exit)."""
+    name = kube.labels(pod).get(common.REVISION_LABEL)
+    revision = common.named(facts.evidence, kinds.KNATIVE_REVISION, str(name)) if name else None
+    if revision is None:
+        return []
+    return [
+        f"{kube.ref(revision)} condition {kube.describe_condition(entry)}"
+        for entry in kube.conditions(revision)
+        if entry.get("type") == "ContainerHealthy" and str(entry.get("status")) == "False"
+    ]
 
 
 def _failing_sidecar(facts: EngineFacts) -> Finding | None:

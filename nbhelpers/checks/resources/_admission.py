@@ -2,8 +2,9 @@
 LimitRange, an admission webhook, Pod Security admission), so they never exist.
 
 A rejected pod leaves no Pod object and no pod event: only the ReplicaSet's ``FailedCreate`` events and the
-Deployment's ``ReplicaFailure`` condition carry the API server's message. The Revision of a Serverless predictor
-just stays ``Deploying``."""
+Deployment's ``ReplicaFailure`` condition carry the API server's message. Knative 1.12.1 and later copy it into
+the Revision of a Serverless predictor (``ResourcesAvailable=False``, ``FailedCreate``); older releases leave the
+Revision ``Deploying`` (knative/serving#13708)."""
 
 from __future__ import annotations
 
