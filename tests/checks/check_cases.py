@@ -100,7 +100,8 @@ def _merge_container(base: Mapping[str, Any], override: Mapping[str, Any]) -> Ku
 
 
 def rollout(objects: list[KubeObject]) -> list[KubeObject]:
-    """Rebuild the predictor pods' serving container from the InferenceService, as a new rollout would."""
+    """Rebuild the predictor pods' serving container from the InferenceService, as a new rollout would (its new
+    pods' serving container has just started: no restart, no earlier run)."""
     isvc = next(obj for obj in objects if obj.get("kind") == "InferenceService")
     predictor = isvc["spec"]["predictor"]
     if predictor.get("containers"):
@@ -126,6 +127,7 @@ def rollout(objects: list[KubeObject]) -> list[KubeObject]:
                 if key in live and key not in wanted:
                     rebuilt[key] = live[key]
             containers[index] = rebuilt
+            _fresh_start(obj, "kserve-container")
             if predictor.get("volumes"):
                 # Predictor-level volumes join the pod's, replacing those of the same name.
                 declared = {volume["name"] for volume in predictor["volumes"]}
@@ -133,3 +135,15 @@ def rollout(objects: list[KubeObject]) -> list[KubeObject]:
                 obj["spec"]["volumes"] = [*kept, *copy.deepcopy(predictor["volumes"])]
         result.append(obj)
     return result
+
+
+def _fresh_start(pod: KubeObject, container: str) -> None:
+    """The container as the kubelet reports it in a new pod: running since its start, never restarted."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == container:
+            started = (status.get("state") or {}).get("running", {}).get("startedAt") or pod["metadata"].get(
+                "creationTimestamp"
+            )
+            status.pop("lastState", None)
+            status["restartCount"] = 0
+            status["state"] = {"running": {"startedAt": started}}

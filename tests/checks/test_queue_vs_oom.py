@@ -1015,13 +1015,28 @@ def test_a_running_custom_predictor_is_skipped_without_a_finding() -> None:
         _run(objects)
 
 
-def test_a_serving_container_log_without_any_error_line_quotes_nothing() -> None:
-    """No exception and no failure line: nothing to quote, so no guess (the pod state speaks for itself)."""
+def test_a_serving_container_log_without_any_error_line_is_still_named_with_its_exit_and_last_line() -> None:
+    """No exception and no failure line: the fallback names the container, its exit code and the log's last line
+    (issue #14: never an effect code alone), and says that nothing it read explains the exit."""
     objects = load_case(*RAW, f"{UNKNOWN_CAUSE}/raw_exec_format_error.yaml")
     quiet = _log(("11:44:00", "INFO 01-15 11:44:00 [api_server.py:1000] vLLM API server version 0.10.1"))
-    assert "CONTAINER_FAILING_UNKNOWN_CAUSE" not in codes(
-        _run(objects, None, {(RAW_POD, "kserve-container.previous"): quiet})
+    finding = only(
+        _run(objects, None, {(RAW_POD, "kserve-container.previous"): quiet}), "CONTAINER_FAILING_UNKNOWN_CAUSE"
     )
+    assert finding.title == "container 'kserve-container' keeps exiting with code 1"
+    assert "its log holds no error line" in finding.summary
+    assert "Its log ends with 'INFO 01-15 11:44:00 [api_server.py:1000] vLLM API server version 0.10.1'" in (
+        finding.summary
+    )
+    assert any(
+        line.startswith(f"pod {RAW_POD} container kserve-container: last run ended") for line in finding.evidence
+    )
+    assert "Knative" not in finding.summary
+
+
+def test_a_container_that_restarted_once_and_serves_again_is_not_a_failing_container() -> None:
+    objects = _restarted(load_case(*RAW), 1)
+    assert "CONTAINER_FAILING_UNKNOWN_CAUSE" not in codes(_run(objects))
 
 
 def _restarted(objects: list[dict[str, Any]], exit_code: int) -> list[dict[str, Any]]:
@@ -1265,7 +1280,7 @@ def test_a_container_that_exits_without_a_word_is_named_with_its_exit_code_and_k
     findings = _run(load_case(*SERVERLESS, EXIT_NO_LOG))
     finding = only(findings, "CONTAINER_FAILING_UNKNOWN_CAUSE")
     assert finding.title == "container 'kserve-container' keeps exiting with code 1"
-    assert "no termination message, and no log of it was captured" in finding.summary
+    assert "no termination message, and no line of its log was captured" in finding.summary
     assert "ContainerHealthy=False (ExitCode1)" in finding.summary
     assert any("9 restarts" in line for line in finding.evidence)
     effects = [
@@ -1275,9 +1290,11 @@ def test_a_container_that_exits_without_a_word_is_named_with_its_exit_code_and_k
 
 
 def test_a_log_without_an_error_line_is_said_so() -> None:
-    log = _log(("09:52:12", "INFO 01-15 09:52:12 api_server.py:585] vLLM API server version 0.8.5"))
+    log = _log(("11:52:12", "INFO 01-15 11:52:12 api_server.py:585] vLLM API server version 0.8.5"))
     findings = _run(load_case(*SERVERLESS, EXIT_NO_LOG), None, {(SLS_POD, "kserve-container.previous"): log})
-    assert "its log holds no error line" in only(findings, "CONTAINER_FAILING_UNKNOWN_CAUSE").summary
+    summary = only(findings, "CONTAINER_FAILING_UNKNOWN_CAUSE").summary
+    assert "its log holds no error line" in summary
+    assert "Its log ends with 'INFO 01-15 11:52:12 api_server.py:585] vLLM API server version 0.8.5'" in summary
 
 
 @pytest.mark.parametrize(

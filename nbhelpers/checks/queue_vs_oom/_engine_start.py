@@ -125,11 +125,12 @@ def _unknown(
 
 
 def _unquoted(facts: EngineFacts, failing: Sequence[Mapping[str, Any]]) -> Finding | None:
-    """The serving container exits with an error, the capture holds no line of its own that says why (no
-    termination message, no error line in a log it could read), and Knative's Revision reports the failure
-    (ContainerHealthy=False, ExitCode<N>: knative/serving pkg/reconciler/revision/reconcile_resources.go): the
-    fallback names the container and its exit code and quotes the Revision, rather than leaving ENDPOINTS_NONE_READY
-    alone at the top. Without such a report (RawDeployment) nothing is said: the pod state speaks for itself.
+    """The serving container exits with an error and the capture holds no line of its own that says why (no
+    termination message, no error line in a log it could read). The fallback still names the container, its exit
+    code and restarts as the kubelet records them, the last line its log does hold, and, on Serverless, the Revision's
+    report of the failure (ContainerHealthy=False, ExitCode<N>: knative/serving
+    pkg/reconciler/revision/reconcile_resources.go), rather than leaving ENDPOINTS_NONE_READY alone at the top
+    (docs/architecture.md, cause before effect).
 
     A memory code's error in its words belongs to the memory steps; a container killed from outside (137, 143) is
     not failing by itself (``engine_errors.failing``) and never gets here.
@@ -139,24 +140,29 @@ def _unquoted(facts: EngineFacts, failing: Sequence[Mapping[str, Any]]) -> Findi
         return None
     pod = exited[0]
     knative = _revision_reports(facts, pod)
-    if not knative:
-        return None
     status = _serving_status(pod, facts.container) or {}
     last = ((status.get("lastState") or {}).get("terminated")) or ((status.get("state") or {}).get("terminated")) or {}
     code = last.get("exitCode")
     read = [log for log in facts.logs if log.pod == kube.name(pod) and log.container == facts.container]
-    missing = "no log of it was captured" if not read else "its log holds no error line"
+    last_line = _last_line(read)
+    missing = "its log holds no error line" if last_line else "no line of its log was captured"
     summary = (
         f"The serving container {facts.container!r} of {kube.name(pod)} is not ready and exits with code {code} "
-        f"({len(exited)} pod(s)); nothing the capture holds says why: no termination message, and {missing}. "
-        f"Knative reports it as {knative[0].split(' condition ', 1)[-1]}."
+        f"({len(exited)} pod(s)); nothing the capture holds says why: no termination message, and {missing}."
+        + (f" Its log ends with {common.shorten(last_line, 200)!r}." if last_line else "")
+        + (f" Knative reports it as {knative[0].split(' condition ', 1)[-1]}." if knative else "")
     )
     return Finding(
         code="CONTAINER_FAILING_UNKNOWN_CAUSE",
         title=f"container {facts.container!r} keeps exiting with code {code}",
         summary=summary,
         objects=tuple(dict.fromkeys([kube.ref(facts.evidence.isvc), *(kube.ref(p) for p in exited)])),
-        evidence=(*knative, *facts.restarts()),
+        evidence=(
+            _kubelet_record(pod, facts.container, last),
+            *((f"last log line: {common.shorten(last_line, 300)}",) if last_line else ()),
+            *knative,
+            *facts.restarts(),
+        ),
         fix=Fix(
             what=(
                 f"Read the log of {facts.container!r} from its start (kubectl logs {kube.name(pod)} -c "
@@ -165,6 +171,24 @@ def _unquoted(facts: EngineFacts, failing: Sequence[Mapping[str, Any]]) -> Findi
             )
         ),
     )
+
+
+def _kubelet_record(pod: Mapping[str, Any], container: str, last: Mapping[str, Any]) -> str:
+    """The container's last run as the kubelet records it in the pod's status."""
+    ended = f" at {last['finishedAt']}" if last.get("finishedAt") else ""
+    return (
+        f"pod {kube.name(pod)} container {container}: last run ended {last.get('reason') or 'with an error'}, "
+        f"exit code {last.get('exitCode')}{ended}"
+    )
+
+
+def _last_line(logs: Sequence[ContainerLog]) -> str:
+    """The last non-empty line of the newest log read (the previous run's first, where the container died)."""
+    for log in sorted(logs, key=lambda entry: not entry.previous):
+        lines = [common.strip_log_timestamp(line).strip() for line in log.text.splitlines() if line.strip()]
+        if lines:
+            return lines[-1]
+    return ""
 
 
 def _serving_status(pod: Mapping[str, Any], container: str) -> Mapping[str, Any] | None:
