@@ -95,6 +95,7 @@ SHIPPED = (
     "llmisvc-gateway-class-without-controller",
     "llmisvc-route-empty-backends",
     "llmisvc-ready-false-while-serving",
+    "llmisvc-multinode-worker-unschedulable",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -178,6 +179,10 @@ LLMISVC_SOURCES = {
     "llmisvc-route-empty-backends": ("https://github.com/kserve/kserve/issues/5385", "ROUTING_HTTPROUTE_NOT_ACCEPTED"),
     # Ready=False while serving: LLMISVC_NOT_READY is info, so nothing is ranked.
     "llmisvc-ready-false-while-serving": ("https://github.com/kserve/kserve/issues/5986", ""),
+    "llmisvc-multinode-worker-unschedulable": (
+        "https://github.com/dsx-ai-factory/workload-map/issues/228",
+        "WORKLOAD_GROUP_INCOMPLETE",
+    ),
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session. About 0.3 s a
 # scenario on an idle 2-core machine; a second a scenario leaves room for a loaded one (the suite runs on every core).
@@ -439,6 +444,8 @@ def test_bundle_is_the_capture_layout_and_reads_back(name: str, bundles: dict[st
     # A Revision Knative could not resolve, and pods the API server refused, leave no pod at all.
     never_created = any(fault.type in ("image_digest_unresolved", "pod_creation_rejected") for fault in spec.faults)
     wanted = spec.isvc.max_replicas if scaled_out else spec.isvc.min_replicas
+    # A multi-node LLMInferenceService runs each replica as a LeaderWorkerSet group of pods.
+    wanted *= spec.router.group_size if spec.router is not None else 1
     # An LLMInferenceService's endpoint picker runs one pod beside the vLLM pods.
     picker = 1 if spec.router is not None and spec.router.scheduler else 0
     assert len(evidence.of(kinds.POD)) == (0 if never_created else wanted + picker)

@@ -20,7 +20,7 @@ from nbhelpers.evidence.capture import bundle_files
 from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Target
 from nbhelpers.metrics import catalog, openmetrics
-from nbhelpers.scenarios import blocked, llmisvc, routes
+from nbhelpers.scenarios import blocked, llmisvc, multinode, routes
 from nbhelpers.scenarios.answers import RawStore, answer
 from nbhelpers.scenarios.events import build_events
 from nbhelpers.scenarios.logs import queue_proxy_log, vllm_log
@@ -161,6 +161,7 @@ def build_logs(scenario: Plan, simulation: Simulation) -> dict[tuple[str, str, s
         if pod.sidecar_started is not None:
             logs[(namespace, pod.name, AGENT_CONTAINER, False)] = ""  # nothing the evidence needs from it
     logs.update(blocked.init_logs(scenario))
+    logs.update(multinode.leader_logs(scenario))
     if scenario.llmisvc and scenario.spec.router is not None and scenario.spec.router.scheduler:
         picker = llmisvc.LlmObjectBuilder(scenario)
         text = llmisvc.picker_log(picker)
@@ -177,7 +178,7 @@ def target(spec: ScenarioSpec) -> Target:
 
 def generate(spec: ScenarioSpec) -> dict[str, bytes]:
     """Every file of the scenario's evidence bundle; the same spec always gives the same bytes."""
-    scenario = blocked.apply(plan(spec))
+    scenario = multinode.apply(blocked.apply(plan(spec)))
     simulation = simulate(scenario)
     cluster = ScenarioCluster(spec, build_objects(scenario), build_logs(scenario, simulation))
     metrics = ScenarioMetrics(spec, RawStore(simulation.families))

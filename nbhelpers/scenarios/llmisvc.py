@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from nbhelpers.scenarios import blocked, routes
+from nbhelpers.scenarios import blocked, multinode, routes
 from nbhelpers.scenarios.events import EventBuilder, build_events
 from nbhelpers.scenarios.logs import kubelet_stamp
 from nbhelpers.scenarios.objects import ObjectBuilder, _condition, _meta, _owner, _probe
@@ -896,7 +896,8 @@ def build_objects(scenario: Plan) -> list[KubeObject]:
         objects += [builder.inference_pool(), *builder.picker_objects()]
     objects += builder.nodes() + builder.api_services() + builder.metrics_server()
     objects = routes.adjust_objects(builder, blocked.adjust_objects(builder, objects))
-    return objects + build_events(scenario) + picker_events(builder)
+    objects = multinode.adjust_objects(builder, objects)
+    return objects + multinode.adjust_events(builder, build_events(scenario)) + picker_events(builder)
 
 
 def picker_events(builder: LlmObjectBuilder) -> list[KubeObject]:
