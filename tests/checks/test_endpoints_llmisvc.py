@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,10 +14,12 @@ from check_cases import codes, load_case, only, serious
 
 from nbhelpers.checks import endpoints
 from nbhelpers.errors import EvidenceMissing
-from nbhelpers.evidence.model import LLM_INFERENCE_SERVICE
+from nbhelpers.evidence import gather
+from nbhelpers.evidence.model import LLM_INFERENCE_SERVICE, Target
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding
 from nbhelpers.metrics import catalog
+from nbhelpers.sources import kinds
 
 HEALTHY = "checks/healthy/llmisvc.yaml"
 NAME = "llama-llmd"
@@ -192,6 +195,42 @@ def test_the_llmisvc_metric_selector_takes_the_vllm_pods_and_leaves_the_picker_o
     matches = re.compile(pattern.group(1)).fullmatch  # PromQL anchors =~ at both ends
     assert matches("llama-llmd-kserve-6d8f7c9b5-4xk2p") and matches("llama-llmd-kserve-prefill-7f9d8c6b5-x2k4p")
     assert not matches("llama-llmd-kserve-router-scheduler-7c9d8b6f4-k2m4p")
+
+
+def _pod_matcher(**flags: bool) -> Callable[[str], object]:
+    promql = catalog.render(catalog.BY_ID["vllm_running"], 0, "llm", NAME, 15, llmisvc=True, **flags)
+    pattern = re.search(r'pod=~"([^"]+)"', promql)
+    assert pattern is not None
+    return re.compile(f"(?:{pattern.group(1)})").fullmatch  # PromQL anchors the whole alternation
+
+
+def test_the_llmisvc_metric_selector_takes_the_group_leaders_not_the_workers() -> None:
+    """vLLM's API server and its metrics are on a LeaderWorkerSet group's leader (workload_multi_node.go)."""
+    matches = _pod_matcher()
+    assert matches("llama-llmd-kserve-mn-0") and matches("llama-llmd-kserve-mn-12")
+    assert not matches("llama-llmd-kserve-mn-0-1") and not matches("llama-llmd-kserve-mn-prefill-0")
+    with_prefill = _pod_matcher(prefill_groups=True)
+    assert with_prefill("llama-llmd-kserve-mn-prefill-0") and with_prefill("llama-llmd-kserve-mn-1")
+    assert with_prefill("llama-llmd-kserve-7f9d8c6b5-x2k4p")
+    for other in ("llama-llmd-kserve-mn-prefill-0-1", "llama-llmd-kserve-mn-0-3"):
+        assert not with_prefill(other), other
+    assert not with_prefill("llama-llmd-kserve-router-scheduler-7c9d8b6f4-k2m4p")
+
+
+def test_the_prefill_group_leaders_are_queried_only_when_the_service_has_them() -> None:
+    """A single-node service's PromQL is unchanged (bundles captured before replay the same queries)."""
+    spec = catalog.BY_ID["vllm_running"]
+    assert catalog.render(spec, 0, "llm", NAME, 15, llmisvc=True) == catalog.render(
+        spec, 0, "llm", NAME, 15, llmisvc=True, prefill_groups=False
+    )
+    target = Target("llm", NAME, LLM_INFERENCE_SERVICE)
+
+    def sets(*names: str) -> dict[str, dict[str, Any]]:
+        found = {name: {"kind": "LeaderWorkerSet", "metadata": {"name": name, "namespace": "llm"}} for name in names}
+        return {kinds.LEADER_WORKER_SET.key: found}
+
+    assert not gather.llmisvc_prefill_groups(sets(f"{NAME}-kserve-mn"), target)
+    assert gather.llmisvc_prefill_groups(sets(f"{NAME}-kserve-mn", f"{NAME}-kserve-mn-prefill"), target)
 
 
 def test_a_pool_target_port_no_selected_pod_listens_on() -> None:
