@@ -176,9 +176,14 @@ def target(spec: ScenarioSpec) -> Target:
     return Target(spec.isvc.namespace, spec.isvc.name, spec.isvc.kind)
 
 
+def scenario_plan(spec: ScenarioSpec) -> Plan:
+    """The plan of every pod, with what a blocking fault and a multi-node service make of it."""
+    return multinode.apply(blocked.apply(plan(spec)))
+
+
 def generate(spec: ScenarioSpec) -> dict[str, bytes]:
     """Every file of the scenario's evidence bundle; the same spec always gives the same bytes."""
-    scenario = multinode.apply(blocked.apply(plan(spec)))
+    scenario = scenario_plan(spec)
     simulation = simulate(scenario)
     cluster = ScenarioCluster(spec, build_objects(scenario), build_logs(scenario, simulation))
     metrics = ScenarioMetrics(spec, RawStore(simulation.families))

@@ -37,6 +37,7 @@ WORKER_COMPONENT = "llminferenceservice-workload-worker"
 GROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/group-key"
 LEADER_NAME_ANNOTATION = "leaderworkerset.sigs.k8s.io/leader-name"
 DP_RPC_PORT = 5555  # the preset's --data-parallel-rpc-port
+API_SERVER_COUNT = 8  # the preset's --api-server-count on the leader (VLLM_API_SERVER_COUNT unset)
 WORKER_CREATED_SECONDS = 5.0  # the leader's worker StatefulSet, then its pods, follow the leader pod
 
 
@@ -143,8 +144,8 @@ def worker_labels(name: str) -> dict[str, str]:
     }
 
 
-def _dp_args(plan: Plan, group: int, index: int) -> list[str]:
-    """What the data-parallel preset adds to vLLM's args: the ranks, where the leader's coordinator listens."""
+def _dp_args(plan: Plan, index: int, address: str) -> list[str]:
+    """The data-parallel flags the preset's command gives ``vllm serve`` (``address``: the leader's, resolved)."""
     router = plan.spec.router
     assert router is not None
     args = [
@@ -153,13 +154,31 @@ def _dp_args(plan: Plan, group: int, index: int) -> list[str]:
         "--data-parallel-size-local",
         str(router.data_local),
         "--data-parallel-address",
-        f"{lws_name(plan)}-{group}.{lws_name(plan)}.{plan.spec.isvc.namespace}",
+        address,
         "--data-parallel-rpc-port",
         str(DP_RPC_PORT),
+        "--data-parallel-start-rank",
+        str(index * router.data_local),
     ]
-    if index:
-        args += ["--data-parallel-start-rank", str(index * router.data_local), "--headless"]
-    return args
+    return [*args, "--headless"] if index else ["--api-server-count", str(API_SERVER_COUNT), *args]
+
+
+def _command(plan: Plan, index: int) -> list[str]:
+    """The preset's command, condensed to what decides the ranks (config-llm-worker-data-parallel.yaml: it resolves
+    the leader's address, computes the start rank from LWS_WORKER_INDEX, and passes the pod's args on as ``$@``)."""
+    router = plan.spec.router
+    assert router is not None
+    start = "0" if index == 0 else f"$(( ${{LWS_WORKER_INDEX:-0}} * {router.data_local} ))"
+    flags = " ".join(_dp_args(plan, index, "${DP_ADDRESS}")).replace(
+        f"--data-parallel-start-rank {index * router.data_local}", "--data-parallel-start-rank $START_RANK"
+    )
+    flags = flags.replace(f"--api-server-count {API_SERVER_COUNT}", "--api-server-count ${VLLM_API_SERVER_COUNT:-8}")
+    script = (
+        "DP_ADDRESS=$(getent hosts ${LWS_LEADER_ADDRESS} | cut -d' ' -f1)\n"
+        f"START_RANK={start}\n"
+        f'eval "exec vllm serve --port {plan.listen_port} {flags} $@"'
+    )
+    return ["/bin/bash", "-c", script, "--"]
 
 
 def _group_pod(builder: LlmObjectBuilder, pod_object: KubeObject, group: int, index: int) -> KubeObject:
@@ -182,8 +201,13 @@ def _group_pod(builder: LlmObjectBuilder, pod_object: KubeObject, group: int, in
     owner = lws if index == 0 else f"{lws}-{group}"
     meta["ownerReferences"] = [_owner("apps/v1", "StatefulSet", owner, _statefulset_uid(plan, owner))]
     container = pod_object["spec"]["containers"][0]
-    container["args"] = [*container.get("args", []), *_dp_args(plan, group, index)]
-    container["env"] = [*container.get("env", []), {"name": "LWS_LEADER_ADDRESS", "value": f"{lws}-{group}.{lws}"}]
+    container["command"] = _command(plan, index)
+    container["env"] = [
+        *container.get("env", []),
+        {"name": "LWS_LEADER_ADDRESS", "value": f"{lws}-{group}.{lws}.{builder.ns}"},
+        {"name": "LWS_GROUP_SIZE", "value": str(builder.router.group_size)},
+        {"name": "LWS_WORKER_INDEX", "value": str(index)},
+    ]
     if index:
         container.pop("readinessProbe", None)  # the worker template has no server to probe
         container.pop("livenessProbe", None)
@@ -348,12 +372,12 @@ def leader_logs(plan: Plan) -> dict[tuple[str, str, str, bool], str]:
     if not (is_multinode(plan) and worker_blocked(plan)):
         return {}
     logs = {}
-    for group, pod in enumerate(plan.pods):
-        if not pod.runs or not pod.alive(plan.spec.timeline.captured_at):
+    for pod in plan.live_pods:
+        if not pod.runs:
             continue
         start = pod.runs[-1].started
         pid = 1000 + rng_for(plan.spec, f"multinode-pid:{pod.name}").randint(100, 8000)
-        with_ranks = replace(plan, args=(*plan.args, *_dp_args(plan, group, 0)))
+        with_ranks = replace(plan, args=(*plan.args, *_dp_args(plan, 0, pod.ip)))
         lines = [
             *startup_lines(plan, start, _non_default_args(with_ranks)),
             vllm_line(start + timedelta(seconds=14.1), "utils.py:651", f"Started DP Coordinator process (PID: {pid})"),
