@@ -67,6 +67,7 @@ NEEDS_MORE_THAN_OBJECTS = {
     "VLLM_MEMORY_UTILIZATION_RISKY/serverless_shared_gpu.yaml",  # logs
     "QUEUE_SATURATION/raw_at_max_replicas.yaml",  # metrics
     "QUEUE_SATURATION/serverless_max_num_seqs_32.yaml",  # metrics
+    "QUEUE_SATURATION/llmisvc_roles_own_ceilings.yaml",  # metrics
     "KV_CACHE_PRESSURE/raw_long_contexts.yaml",  # metrics
     "KV_CACHE_PRESSURE/serverless_defaults.yaml",  # metrics
     "COLDSTART_SCALE_TO_ZERO/raw_keda_scaled_object_at_zero.yaml",  # at zero: the test drops the base's pod
@@ -198,6 +199,8 @@ LLMISVC_SCENARIOS = {
     "llmisvc-ready-false-while-serving": ("LLMISVC_NOT_READY", "info"),
     # A LeaderWorkerSet group whose worker never schedules: the LWS and both group pods read over HTTP.
     "llmisvc-multinode-worker-unschedulable": ("WORKLOAD_GROUP_INCOMPLETE", "critical"),
+    # Prefill and decode Deployments, the decode pods' native sidecar; the prefill role's queue from the metrics.
+    "llmisvc-pd-prefill-saturated": ("QUEUE_SATURATION", "warning"),
 }
 
 

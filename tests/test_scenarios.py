@@ -96,6 +96,7 @@ SHIPPED = (
     "llmisvc-route-empty-backends",
     "llmisvc-ready-false-while-serving",
     "llmisvc-multinode-worker-unschedulable",
+    "llmisvc-pd-prefill-saturated",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -183,6 +184,7 @@ LLMISVC_SOURCES = {
         "https://github.com/dsx-ai-factory/workload-map/issues/228",
         "WORKLOAD_GROUP_INCOMPLETE",
     ),
+    "llmisvc-pd-prefill-saturated": ("https://github.com/llm-d/llm-d-router/issues/1186", "QUEUE_SATURATION"),
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session. About 0.3 s a
 # scenario on an idle 2-core machine; a second a scenario leaves room for a loaded one (the suite runs on every core).
@@ -446,6 +448,8 @@ def test_bundle_is_the_capture_layout_and_reads_back(name: str, bundles: dict[st
     wanted = spec.isvc.max_replicas if scaled_out else spec.isvc.min_replicas
     # A multi-node LLMInferenceService runs each replica as a LeaderWorkerSet group of pods.
     wanted *= spec.router.group_size if spec.router is not None else 1
+    # A disaggregated one runs its prefill pods beside them.
+    wanted += spec.router.prefill_replicas if spec.router is not None else 0
     # An LLMInferenceService's endpoint picker runs one pod beside the vLLM pods.
     picker = 1 if spec.router is not None and spec.router.scheduler else 0
     assert len(evidence.of(kinds.POD)) == (0 if never_created else wanted + picker)

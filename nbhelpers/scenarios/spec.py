@@ -356,7 +356,9 @@ class Router:
     ``scheduler``: the service routes through an InferencePool and its endpoint picker (KServe's scheduler preset);
     ``failure_mode``: the pool's endpointPickerRef.failureMode (the preset writes FailOpen); ``prefix_cache``: the
     picker scores pods on the prompt prefixes they hold (vLLM's prefix caching on); ``prefill_replicas``: a
-    ``<name>-kserve-prefill`` Deployment beside the main one (reserved: only 0 is rendered yet); ``data`` and
+    ``<name>-kserve-prefill`` Deployment beside the main one, which then takes the decode role behind KServe's P/D
+    routing sidecar (nbhelpers/scenarios/disagg.py); ``prefill_args``: the prefill pods' vLLM args
+    (``spec.prefill.template``; empty: the main workload's); ``data`` and
     ``data_local``: ``spec.parallelism`` of a multi-node service (data-parallel ranks in all and per pod, KServe's
     worker-data-parallel preset): each replica is a LeaderWorkerSet group of ``data / data_local`` pods (0: one pod,
     a Deployment).
@@ -374,6 +376,7 @@ class Router:
     picker_image: str = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
     data: int = 0
     data_local: int = 0
+    prefill_args: tuple[str, ...] = ()
 
     @property
     def group_size(self) -> int:
@@ -598,10 +601,15 @@ def _router(top: _Fields) -> Router:
         gateway_controller=fields.text("gateway_controller", default.gateway_controller),
         prefill_replicas=fields.integer("prefill_replicas", 0) if "prefill_replicas" in fields.raw else 0,
         picker_image=fields.text("picker_image", default.picker_image),
+        prefill_args=tuple(str(arg) for arg in fields.items("prefill_args")),
         **_parallelism(fields),
     )
-    if router.prefill_replicas != 0:
-        raise fields.fail("prefill_replicas", "is reserved: the generator renders the main workload only (use 0)")
+    if router.prefill_replicas < 0:
+        raise fields.fail("prefill_replicas", "must not be negative")
+    if router.prefill_args and not router.prefill_replicas:
+        raise fields.fail("prefill_args", "are the prefill pods' args: set prefill_replicas")
+    if router.prefill_replicas and router.group_size > 1:
+        raise fields.fail("prefill_replicas", "beside a multi-node workload is not rendered yet (parallelism)")
     return router
 
 
