@@ -287,6 +287,35 @@ def test_llmisvc_spec_errors_name_the_field(old: str, new: str, message: str) ->
 @pytest.mark.parametrize(
     ("name", "old", "new", "message"),
     [
+        (
+            "llmisvc-multinode-worker-unschedulable",
+            "parallelism: {data: 16, data_local: 8}",
+            "parallelism: {data: 12, data_local: 8}",
+            "llmisvc.parallelism.data must be a multiple of data_local",
+        ),
+        (
+            "llmisvc-multinode-worker-unschedulable",
+            "  parallelism: {data: 16, data_local: 8}",
+            "  prefill_replicas: 0",
+            "group_worker_unschedulable: the service is single-node",
+        ),
+        (
+            "llmisvc-multinode-worker-unschedulable",
+            "  parallelism: {data: 16, data_local: 8}",
+            "  parallelism: {data: 16, data_local: 8}\n  prefill_replicas: 1",
+            "prefill_replicas beside a multi-node workload is not rendered yet",
+        ),
+        ("llmisvc-pd-prefill-saturated", "prefill_replicas: 1", "prefill_replicas: 0", "prefill_args are the prefill"),
+    ],
+)
+def test_multinode_and_prefill_spec_errors_name_the_field(name: str, old: str, new: str, message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        variant(name, (old, new))
+
+
+@pytest.mark.parametrize(
+    ("name", "old", "new", "message"),
+    [
         ("liveness-vs-warmup", "initialDelaySeconds: 60", "initialDelaySeconds: 600", "nothing would be killed"),
         ("host-oom", "memory_limit: 16Gi", "memory_limit: 24Gi", "within the 24Gi limit: nothing would be killed"),
         ("host-oom", "memory_limit: 16Gi", "memory_limit: lots", "memory_limit must be a Kubernetes quantity"),
