@@ -260,6 +260,39 @@ def test_the_picker_finding_quotes_the_error_its_log_ends_with() -> None:
     assert len(quoted) == 1 and "cannot list resource" in quoted[0] and "starting manager" not in quoted[0]
 
 
+def _picker_quotes(log: str) -> list[str]:
+    objects = load_case(HEALTHY, _case("ENDPOINTS_PICKER_NOT_READY", "llmisvc_failclose"))
+    evidence = evidence_from_objects(
+        copy.deepcopy(objects), "llm", NAME, target_kind=LLM_INFERENCE_SERVICE, logs={(PICKER_POD, "main"): log}
+    )
+    finding = only(endpoints.run(evidence), "ENDPOINTS_PICKER_NOT_READY")
+    return [line for line in finding.evidence if line.startswith("log ")]
+
+
+def _zap_error(second: int, message: str) -> str:
+    moment = f"2026-01-15T11:{50 + second // 60:02d}:{second % 60:02d}"
+    return f'{moment}.000000000Z {{"level":"error","ts":"{moment}Z","msg":"{message}"}}\n'
+
+
+def test_a_picker_error_its_informers_repeat_is_quoted_once_with_its_count() -> None:
+    """The picker retries the refused list every few seconds: one message, many lines (each with its own "ts")."""
+    refused = "Failed to watch: inferenceobjectives is forbidden: cannot list resource inferenceobjectives"
+    log = "".join(_zap_error(second, refused) for second in range(0, 50, 5))
+    quoted = _picker_quotes(log)
+    assert len(quoted) == 1
+    assert "cannot list resource inferenceobjectives" in quoted[0] and quoted[0].endswith("(×10 in the log)")
+    assert '"ts":"2026-01-15T11:50:45Z"' in quoted[0]  # the latest occurrence
+
+
+def test_distinct_picker_errors_are_each_quoted_the_latest_three_in_order() -> None:
+    messages = ["failed to parse config", "Failed to watch pods: forbidden", "Failed to watch pools: forbidden"]
+    messages.append("failed to list InferenceObjectives: forbidden")
+    log = "".join(_zap_error(second * 7, message) for second, message in enumerate(messages * 2))
+    quoted = _picker_quotes(log)
+    assert [line.split('"msg":"')[1].split('"')[0] for line in quoted] == messages[1:]
+    assert all(line.endswith("(×2 in the log)") for line in quoted)
+
+
 def test_without_a_scheduler_no_ready_vllm_pod_is_none_ready() -> None:
     objects = load_case(HEALTHY, drop=(POOL_V1,))
     for obj in objects:
