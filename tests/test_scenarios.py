@@ -22,6 +22,7 @@ from nbhelpers.checks import STEP_IDS
 from nbhelpers.errors import ReadFailed
 from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Evidence, Target
+from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding, rank_root_causes
 from nbhelpers.metrics import catalog
 from nbhelpers.metrics.openmetrics import SampleFamily, Series
@@ -38,7 +39,8 @@ from nbhelpers.scenarios.generator import RAW_METRICS_FILE, SPEC_FILE, ScenarioM
 from nbhelpers.scenarios.spec import ScenarioSpec, parse_spec
 from nbhelpers.scenarios.validator import validate_bundle
 from nbhelpers.sources import kinds, kube
-from nbhelpers.sources.bundle import open_bundle
+from nbhelpers.sources.bundle import open_bundle, write_bundle_files
+from nbhelpers.triage import TriageParams, run
 from nbhelpers.util.times import parse_k8s_time
 
 SHIPPED = (
@@ -1812,3 +1814,38 @@ def test_queue_proxy_probing_an_unserved_port_keeps_serving_pods_out(bundles: di
     assert all("dial tcp 127.0.0.1:8000: connect: connection refused" in log.text for log in queue_logs)
     serving = [log for log in evidence.logs if log.container == kube.SERVING_CONTAINER]
     assert len(serving) == 2 and all("Application startup complete." in log.text for log in serving)
+
+
+@pytest.mark.parametrize(
+    ("name", "replacements"),
+    [
+        # The group complete: a second 8-GPU node takes the worker, the leader serves.
+        (
+            "llmisvc-multinode-worker-unschedulable",
+            (
+                ("  - type: group_worker_unschedulable\n", ""),
+                ("faults:\n", "faults: []\n"),
+                (
+                    "zone: us-east-1a}\n",
+                    "zone: us-east-1a}\n    - {name: gpu-h100-node-2, product: NVIDIA-H100-80GB-HBM3, "
+                    "memory_gib: 79.19, gpus: 8, zone: us-east-1b}\n",
+                ),
+                ("[WORKLOAD_GROUP_INCOMPLETE, ENDPOINTS_NONE_READY, LLMISVC_NOT_READY]", "[]"),
+            ),
+        ),
+        # The prefill pod sized for the prompts: neither role queues.
+        (
+            "llmisvc-pd-prefill-saturated",
+            (('--max-num-seqs, "8"', '--max-num-seqs, "64"'), ("[QUEUE_SATURATION]", "[]")),
+        ),
+    ],
+)
+def test_healthy_multinode_and_disaggregated_variants_give_no_finding(
+    name: str, replacements: tuple[tuple[str, str], ...], tmp_path: Path
+) -> None:
+    """The generator's multi-node and P/D shapes without their fault: a realistic bundle the tool finds nothing in."""
+    files = generate(variant(name, *replacements))
+    assert validate_bundle(files) == []
+    write_bundle_files(files, tmp_path)
+    result = run(TriageParams(bundle=str(tmp_path)))
+    assert [f.code for f in result.findings if f.level is not Severity.INFO] == []

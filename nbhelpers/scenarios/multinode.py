@@ -306,17 +306,11 @@ def _multinode_service(builder: LlmObjectBuilder, service: KubeObject) -> KubeOb
     spec = service["spec"]
     spec["parallelism"] = {"data": router.data, "dataLocal": router.data_local, "tensor": 1}
     spec["worker"] = {"containers": [{"name": kube.LLMISVC_CONTAINER, "image": builder.isvc.image}]}
-    lws_ready = bool(builder.plan.ready_pods(builder.captured)) and not worker_blocked(builder.plan)
     conditions = []
     for condition in service["status"]["conditions"]:
         if condition["type"] == "MainWorkloadReady":
             condition = {**condition, "type": "WorkerWorkloadReady"}
-        if condition.get("reason") == "MinimumReplicasUnavailable" or (
-            condition["type"] in ("WorkerWorkloadReady", "WorkloadsReady", "Ready")
-            and condition["status"] != "True"
-            and not lws_ready
-            and condition.get("message", "").startswith("Deployment")
-        ):
+        if condition.get("reason") == "MinimumReplicasUnavailable":  # the Deployment's, carried up by the roll-ups
             condition = {**condition, "reason": "GroupsProgressing", "message": "Replicas are progressing"}
         conditions.append(condition)
     service["status"]["conditions"] = sorted(conditions, key=lambda entry: entry["type"])
@@ -362,7 +356,7 @@ def adjust_events(builder: LlmObjectBuilder, events: list[KubeObject]) -> list[K
                 )
             )
             if pod is not leader:
-                kept += maker.pod_events(pod) if pod.node is None else []
+                kept += maker.pod_events(pod)
     return kept
 
 
