@@ -1849,3 +1849,25 @@ def test_healthy_multinode_and_disaggregated_variants_give_no_finding(
     write_bundle_files(files, tmp_path)
     result = run(TriageParams(bundle=str(tmp_path)))
     assert [f.code for f in result.findings if f.level is not Severity.INFO] == []
+
+
+def test_validator_lets_a_native_sidecar_run_beside_the_containers_only_once_started(
+    bundles: dict[str, dict[str, bytes]],
+) -> None:
+    """The decode pods' llm-d-routing-sidecar is an init container with restartPolicy Always: running beside vLLM is
+    its normal state once it has started; a plain init container still running, or a sidecar not started, is not."""
+    files = bundles["llmisvc-pd-prefill-saturated"]
+    assert validate_bundle(files) == []
+
+    def decode_pod(pods: list[dict[str, Any]]) -> dict[str, Any]:
+        return next(pod for pod in pods if pod["spec"].get("initContainers"))
+
+    def not_started(pods: list[dict[str, Any]]) -> None:
+        decode_pod(pods)["status"]["initContainerStatuses"][0]["started"] = False
+
+    def plain_init(pods: list[dict[str, Any]]) -> None:
+        del decode_pod(pods)["spec"]["initContainers"][0]["restartPolicy"]
+
+    for change in (not_started, plain_init):
+        problems = validate_bundle(edited(files, "objects/Pod.yaml", change))
+        assert any("init container llm-d-routing-sidecar has not completed" in problem for problem in problems)
