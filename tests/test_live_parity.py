@@ -18,10 +18,16 @@ from fakeapi import FakeApiServer, crds_for_every_kind_read
 from nbhelpers.checks import STEPS, check_for
 from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import LLM_INFERENCE_SERVICE, Evidence, Target
-from nbhelpers.scenarios import blocked, load_spec
+from nbhelpers.scenarios import load_spec
 from nbhelpers.scenarios.answers import RawStore
-from nbhelpers.scenarios.generator import ScenarioCluster, ScenarioMetrics, build_logs, build_objects, target
-from nbhelpers.scenarios.state import plan
+from nbhelpers.scenarios.generator import (
+    ScenarioCluster,
+    ScenarioMetrics,
+    build_logs,
+    build_objects,
+    scenario_plan,
+    target,
+)
 from nbhelpers.scenarios.traffic import simulate
 from nbhelpers.sources.cluster_live import LiveCluster
 from nbhelpers.triage import run_step
@@ -61,6 +67,7 @@ NEEDS_MORE_THAN_OBJECTS = {
     "VLLM_MEMORY_UTILIZATION_RISKY/serverless_shared_gpu.yaml",  # logs
     "QUEUE_SATURATION/raw_at_max_replicas.yaml",  # metrics
     "QUEUE_SATURATION/serverless_max_num_seqs_32.yaml",  # metrics
+    "QUEUE_SATURATION/llmisvc_roles_own_ceilings.yaml",  # metrics
     "KV_CACHE_PRESSURE/raw_long_contexts.yaml",  # metrics
     "KV_CACHE_PRESSURE/serverless_defaults.yaml",  # metrics
     "COLDSTART_SCALE_TO_ZERO/raw_keda_scaled_object_at_zero.yaml",  # at zero: the test drops the base's pod
@@ -190,6 +197,10 @@ LLMISVC_SCENARIOS = {
     "llmisvc-route-empty-backends": ("ROUTING_HTTPROUTE_NOT_ACCEPTED", "critical"),
     # The condition lags behind a data plane that serves (kserve/kserve#5986): info, read from the metrics.
     "llmisvc-ready-false-while-serving": ("LLMISVC_NOT_READY", "info"),
+    # A LeaderWorkerSet group whose worker never schedules: the LWS and both group pods read over HTTP.
+    "llmisvc-multinode-worker-unschedulable": ("WORKLOAD_GROUP_INCOMPLETE", "critical"),
+    # Prefill and decode Deployments, the decode pods' native sidecar; the prefill role's queue from the metrics.
+    "llmisvc-pd-prefill-saturated": ("QUEUE_SATURATION", "warning"),
 }
 
 
@@ -211,7 +222,7 @@ def _live_and_bundle_agree(
     """The scenario's generated cluster served over HTTP gives the findings the bundle gives (returned), every
     read succeeding; ``with_metrics``: both sides also read the scenario's metrics."""
     spec = load_spec(name)
-    scenario = blocked.apply(plan(spec))
+    scenario = scenario_plan(spec)
     simulation = simulate(scenario)
     objects, logs = build_objects(scenario), build_logs(scenario, simulation)
     missing = set(spec.cluster.missing_crd_groups)

@@ -22,6 +22,7 @@ from nbhelpers.checks import STEP_IDS
 from nbhelpers.errors import ReadFailed
 from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Evidence, Target
+from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding, rank_root_causes
 from nbhelpers.metrics import catalog
 from nbhelpers.metrics.openmetrics import SampleFamily, Series
@@ -38,7 +39,8 @@ from nbhelpers.scenarios.generator import RAW_METRICS_FILE, SPEC_FILE, ScenarioM
 from nbhelpers.scenarios.spec import ScenarioSpec, parse_spec
 from nbhelpers.scenarios.validator import validate_bundle
 from nbhelpers.sources import kinds, kube
-from nbhelpers.sources.bundle import open_bundle
+from nbhelpers.sources.bundle import open_bundle, write_bundle_files
+from nbhelpers.triage import TriageParams, run
 from nbhelpers.util.times import parse_k8s_time
 
 SHIPPED = (
@@ -95,6 +97,8 @@ SHIPPED = (
     "llmisvc-gateway-class-without-controller",
     "llmisvc-route-empty-backends",
     "llmisvc-ready-false-while-serving",
+    "llmisvc-multinode-worker-unschedulable",
+    "llmisvc-pd-prefill-saturated",
 )
 # Healthy services with a past (issue #14): the public report each one is built on.
 HISTORY_SOURCES = {
@@ -178,6 +182,11 @@ LLMISVC_SOURCES = {
     "llmisvc-route-empty-backends": ("https://github.com/kserve/kserve/issues/5385", "ROUTING_HTTPROUTE_NOT_ACCEPTED"),
     # Ready=False while serving: LLMISVC_NOT_READY is info, so nothing is ranked.
     "llmisvc-ready-false-while-serving": ("https://github.com/kserve/kserve/issues/5986", ""),
+    "llmisvc-multinode-worker-unschedulable": (
+        "https://github.com/dsx-ai-factory/workload-map/issues/228",
+        "WORKLOAD_GROUP_INCOMPLETE",
+    ),
+    "llmisvc-pd-prefill-saturated": ("https://github.com/llm-d/llm-d-router/issues/1186", "QUEUE_SATURATION"),
 }
 # Every scenario budget together: generation must stay cheap enough to run on each test session. About 0.3 s a
 # scenario on an idle 2-core machine; a second a scenario leaves room for a loaded one (the suite runs on every core).
@@ -280,6 +289,35 @@ def test_serverless_scenarios_refuse_autoscaler_classes_the_generator_does_not_m
 def test_llmisvc_spec_errors_name_the_field(old: str, new: str, message: str) -> None:
     with pytest.raises(ScenarioError, match=message):
         variant("llmisvc-pool-selector-label-renamed", (old, new))
+
+
+@pytest.mark.parametrize(
+    ("name", "old", "new", "message"),
+    [
+        (
+            "llmisvc-multinode-worker-unschedulable",
+            "parallelism: {data: 16, data_local: 8}",
+            "parallelism: {data: 12, data_local: 8}",
+            "llmisvc.parallelism.data must be a multiple of data_local",
+        ),
+        (
+            "llmisvc-multinode-worker-unschedulable",
+            "  parallelism: {data: 16, data_local: 8}",
+            "  prefill_replicas: 0",
+            "group_worker_unschedulable: the service is single-node",
+        ),
+        (
+            "llmisvc-multinode-worker-unschedulable",
+            "  parallelism: {data: 16, data_local: 8}",
+            "  parallelism: {data: 16, data_local: 8}\n  prefill_replicas: 1",
+            "prefill_replicas beside a multi-node workload is not rendered yet",
+        ),
+        ("llmisvc-pd-prefill-saturated", "prefill_replicas: 1", "prefill_replicas: 0", "prefill_args are the prefill"),
+    ],
+)
+def test_multinode_and_prefill_spec_errors_name_the_field(name: str, old: str, new: str, message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        variant(name, (old, new))
 
 
 @pytest.mark.parametrize(
@@ -444,6 +482,10 @@ def test_bundle_is_the_capture_layout_and_reads_back(name: str, bundles: dict[st
     # A Revision Knative could not resolve, and pods the API server refused, leave no pod at all.
     never_created = any(fault.type in ("image_digest_unresolved", "pod_creation_rejected") for fault in spec.faults)
     wanted = spec.isvc.max_replicas if scaled_out else spec.isvc.min_replicas
+    # A multi-node LLMInferenceService runs each replica as a LeaderWorkerSet group of pods.
+    wanted *= spec.router.group_size if spec.router is not None else 1
+    # A disaggregated one runs its prefill pods beside them.
+    wanted += spec.router.prefill_replicas if spec.router is not None else 0
     # An LLMInferenceService's endpoint picker runs one pod beside the vLLM pods.
     picker = 1 if spec.router is not None and spec.router.scheduler else 0
     assert len(evidence.of(kinds.POD)) == (0 if never_created else wanted + picker)
@@ -1799,3 +1841,60 @@ def test_queue_proxy_probing_an_unserved_port_keeps_serving_pods_out(bundles: di
     assert all("dial tcp 127.0.0.1:8000: connect: connection refused" in log.text for log in queue_logs)
     serving = [log for log in evidence.logs if log.container == kube.SERVING_CONTAINER]
     assert len(serving) == 2 and all("Application startup complete." in log.text for log in serving)
+
+
+@pytest.mark.parametrize(
+    ("name", "replacements"),
+    [
+        # The group complete: a second 8-GPU node takes the worker, the leader serves.
+        (
+            "llmisvc-multinode-worker-unschedulable",
+            (
+                ("  - type: group_worker_unschedulable\n", ""),
+                ("faults:\n", "faults: []\n"),
+                (
+                    "zone: us-east-1a}\n",
+                    "zone: us-east-1a}\n    - {name: gpu-h100-node-2, product: NVIDIA-H100-80GB-HBM3, "
+                    "memory_gib: 79.19, gpus: 8, zone: us-east-1b}\n",
+                ),
+                ("[WORKLOAD_GROUP_INCOMPLETE, ENDPOINTS_NONE_READY, LLMISVC_NOT_READY]", "[]"),
+            ),
+        ),
+        # The prefill pod sized for the prompts: neither role queues.
+        (
+            "llmisvc-pd-prefill-saturated",
+            (('--max-num-seqs, "8"', '--max-num-seqs, "64"'), ("[QUEUE_SATURATION]", "[]")),
+        ),
+    ],
+)
+def test_healthy_multinode_and_disaggregated_variants_give_no_finding(
+    name: str, replacements: tuple[tuple[str, str], ...], tmp_path: Path
+) -> None:
+    """The generator's multi-node and P/D shapes without their fault: a realistic bundle the tool finds nothing in."""
+    files = generate(variant(name, *replacements))
+    assert validate_bundle(files) == []
+    write_bundle_files(files, tmp_path)
+    result = run(TriageParams(bundle=str(tmp_path)))
+    assert [f.code for f in result.findings if f.level is not Severity.INFO] == []
+
+
+def test_validator_lets_a_native_sidecar_run_beside_the_containers_only_once_started(
+    bundles: dict[str, dict[str, bytes]],
+) -> None:
+    """The decode pods' llm-d-routing-sidecar is an init container with restartPolicy Always: running beside vLLM is
+    its normal state once it has started; a plain init container still running, or a sidecar not started, is not."""
+    files = bundles["llmisvc-pd-prefill-saturated"]
+    assert validate_bundle(files) == []
+
+    def decode_pod(pods: list[dict[str, Any]]) -> dict[str, Any]:
+        return next(pod for pod in pods if pod["spec"].get("initContainers"))
+
+    def not_started(pods: list[dict[str, Any]]) -> None:
+        decode_pod(pods)["status"]["initContainerStatuses"][0]["started"] = False
+
+    def plain_init(pods: list[dict[str, Any]]) -> None:
+        del decode_pod(pods)["spec"]["initContainers"][0]["restartPolicy"]
+
+    for change in (not_started, plain_init):
+        problems = validate_bundle(edited(files, "objects/Pod.yaml", change))
+        assert any("init container llm-d-routing-sidecar has not completed" in problem for problem in problems)

@@ -238,7 +238,14 @@ def _gather_llmisvc(
     logs = _read_logs(reader, choose_log_pods(pods, _is_llmisvc_vllm_pod) + _picker_log_pod(pods), window, site)
 
     note("querying Prometheus")
-    metric_data = _query_metrics(metrics, target, window, reader.records, llmisvc_hpa_names(reader.objects, target))
+    metric_data = _query_metrics(
+        metrics,
+        target,
+        window,
+        reader.records,
+        llmisvc_hpa_names(reader.objects, target),
+        llmisvc_prefill_groups(reader.objects, target),
+    )
     if metrics is not None and not any(data.status in ("unreachable", "timeout") for data in metric_data.values()):
         metric_data.update(_query_triggers(metrics, reader.objects, target.namespace, window))
     objects, events, logs, metric_data, versions, reads = _finish(cluster, reader, events, logs, metric_data)
@@ -552,12 +559,23 @@ def llmisvc_hpa_names(buckets: Mapping[str, Mapping[str, KubeObject]], target: T
     return tuple(sorted(names))
 
 
+def llmisvc_prefill_groups(buckets: Mapping[str, Mapping[str, KubeObject]], target: Target) -> bool:
+    """The service runs its prefill role multi-node: the LeaderWorkerSet ``<name>-kserve-mn-prefill``
+    (workload_multi_node.go), whose leaders ``catalog.render`` must add to the vLLM pods."""
+    wanted = f"{target.isvc}-kserve-mn-prefill"
+    return any(
+        kube.name(lws) == wanted and kube.namespace(lws) == target.namespace
+        for lws in buckets.get(kinds.LEADER_WORKER_SET.key, {}).values()
+    )
+
+
 def _query_metrics(
     metrics: MetricsSource | None,
     target: Target,
     window: Window,
     records: list[ReadRecord],
     hpa_names: Sequence[str] = (),
+    prefill_groups: bool = False,
 ) -> dict[str, MetricData]:
     if metrics is None:
         records.append(ReadRecord("prometheus", "skipped", "no Prometheus configured (--prometheus)"))
@@ -565,7 +583,7 @@ def _query_metrics(
     step = query_step_seconds(window)
     results: dict[str, MetricData] = {}
     unreachable: str | None = None
-    answers = _answers(metrics, lambda spec: _query_one(metrics, spec, target, window, step, hpa_names))
+    answers = _answers(metrics, lambda spec: _query_one(metrics, spec, target, window, step, hpa_names, prefill_groups))
     for spec in catalog.CATALOG:
         if unreachable is not None:
             results[spec.id] = MetricData(spec.id, "", 0, step, "unreachable", error=unreachable)
@@ -658,10 +676,13 @@ def _query_one(
     window: Window,
     step: int,
     hpa_names: Sequence[str] = (),
+    prefill_groups: bool = False,
 ) -> MetricData:
     first: MetricData | None = None
     for index in range(len(spec.templates)):
-        promql = catalog.render(spec, index, target.namespace, target.isvc, step, hpa_names, target.is_llmisvc)
+        promql = catalog.render(
+            spec, index, target.namespace, target.isvc, step, hpa_names, target.is_llmisvc, prefill_groups
+        )
         try:
             answer = metrics.query_range(spec.id, promql, window.start, window.end, step)
         except ReadFailed as failure:

@@ -99,6 +99,12 @@ def desired_groups(lws: Mapping[str, Any]) -> int:
 
 
 def role(lws: Mapping[str, Any]) -> str:
+    """The llm-d role of the set's leaders as KServe labels them (``both`` for a service without a prefill workload),
+    else by the set's name (``<name>-kserve-mn-prefill`` or the main ``<name>-kserve-mn``)."""
+    template = ((kube.spec(lws).get("leaderWorkerTemplate") or {}).get("leaderTemplate") or {}).get("metadata") or {}
+    labelled = (template.get("labels") or {}).get(kube.LLMISVC_ROLE_LABEL)
+    if isinstance(labelled, str) and labelled:
+        return labelled
     return "prefill" if kube.name(lws).endswith("-prefill") else "decode"
 
 

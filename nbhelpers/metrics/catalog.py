@@ -260,6 +260,7 @@ def render(
     step_seconds: int,
     hpa_names: Sequence[str] = (),
     llmisvc: bool = False,
+    prefill_groups: bool = False,
 ) -> str:
     """Fill one template for an InferenceService. Names are validated, never quoted blindly.
 
@@ -271,6 +272,13 @@ def render(
     ``<name>-kserve`` and ``<name>-kserve-prefill`` (kmeta.ChildName in KServe's
     pkg/controller/v1alpha2/llmisvc/workload_single_node.go). The pattern stops at the two hash segments of a
     Deployment's pod, so the endpoint picker ``<name>-kserve-router-scheduler-<rs>-<pod>`` is not counted.
+    A multi-node service runs LeaderWorkerSets instead (workload_multi_node.go): vLLM's API server, and its metrics,
+    are on each group's leader ``<lws>-<group>``, not on the workers ``<lws>-<group>-<index>``. The main set's
+    leaders ``<name>-kserve-mn-<group>`` already fit the two-segment pattern and its workers do not;
+    ``prefill_groups`` (the service has the LeaderWorkerSet ``<name>-kserve-mn-prefill``) adds that set's leaders
+    ``<name>-kserve-mn-prefill-<group>``. It is off otherwise, so a single-node service's PromQL stays what it was.
+    kube-state-metrics exports no LeaderWorkerSet: ``{deployments}`` still names the single-node Deployments only,
+    and a multi-node workload's readiness comes from the leaders' ``pod_ready``.
     """
     for value in (namespace, isvc, *hpa_names):
         if not _LABEL_VALUE.fullmatch(value):
@@ -279,6 +287,8 @@ def render(
     extra_hpas = sorted({name for name in hpa_names if not name.startswith(prefix)})  # the prefix has the rest
     hpa_pattern = "|".join([f"{prefix}.*", *(name.replace(".", "[.]") for name in extra_hpas)])
     pod_pattern = f"{isvc}-kserve-(prefill-)?[a-z0-9]+-[a-z0-9]+" if llmisvc else f"{isvc}-predictor-.+"
+    if llmisvc and prefill_groups:
+        pod_pattern += f"|{isvc}-kserve-mn-prefill-[0-9]+"
     # The vLLM Deployments: KServe's predictor ones, or an LLMInferenceService's main and prefill ones (not its picker).
     deployments = f"{isvc}-kserve(-prefill)?" if llmisvc else f"{prefix}.*"
     selector = f'namespace="{namespace}", pod=~"{pod_pattern}"'

@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 PINNED = 0.95
 KV_FULL = 0.95
@@ -92,6 +92,8 @@ class QueueFacts:
     preemptions: Series = ()  # preemptions per second, all pods
     queue_time_p95: Series = ()
     failed_requests: Series = ()  # 503 and 504 answers per second at the edge
+    # The ceiling of pods whose workload sets its own (an LLMInferenceService's prefill and decode roles), by pod.
+    pod_ceilings: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -216,7 +218,10 @@ def analyse(facts: QueueFacts) -> QueueAnalysis:
     short = 0
     needed = min_episode_seconds(facts.step)
     slack = facts.rate_range
-    ceilings = {pod: pod_ceiling(samples, facts.ceiling, facts.step) for pod, samples in facts.pods.items()}
+    ceilings = {
+        pod: pod_ceiling(samples, facts.pod_ceilings.get(pod, facts.ceiling), facts.step)
+        for pod, samples in facts.pods.items()
+    }
     for pod, samples in sorted(facts.pods.items()):
         ceiling = ceilings[pod]
         queued = episodes(pod, samples, facts.step, lambda s: s.waiting >= 1)

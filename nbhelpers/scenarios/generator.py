@@ -20,7 +20,7 @@ from nbhelpers.evidence.capture import bundle_files
 from nbhelpers.evidence.gather import gather
 from nbhelpers.evidence.model import Target
 from nbhelpers.metrics import catalog, openmetrics
-from nbhelpers.scenarios import blocked, knative_status, llmisvc, routes
+from nbhelpers.scenarios import blocked, disagg, knative_status, llmisvc, multinode, routes
 from nbhelpers.scenarios.answers import RawStore, answer
 from nbhelpers.scenarios.events import build_events
 from nbhelpers.scenarios.logs import queue_proxy_log, vllm_log
@@ -162,6 +162,8 @@ def build_logs(scenario: Plan, simulation: Simulation) -> dict[tuple[str, str, s
         if pod.sidecar_started is not None:
             logs[(namespace, pod.name, AGENT_CONTAINER, False)] = ""  # nothing the evidence needs from it
     logs.update(blocked.init_logs(scenario))
+    logs.update(multinode.leader_logs(scenario))
+    logs.update(disagg.prefill_logs(scenario, simulation))
     if scenario.llmisvc and scenario.spec.router is not None and scenario.spec.router.scheduler:
         picker = llmisvc.LlmObjectBuilder(scenario)
         text = llmisvc.picker_log(picker)
@@ -176,9 +178,14 @@ def target(spec: ScenarioSpec) -> Target:
     return Target(spec.isvc.namespace, spec.isvc.name, spec.isvc.kind)
 
 
+def scenario_plan(spec: ScenarioSpec) -> Plan:
+    """The plan of every pod, with what a blocking fault, a multi-node service and a prefill workload make of it."""
+    return disagg.apply(multinode.apply(blocked.apply(plan(spec))))
+
+
 def generate(spec: ScenarioSpec) -> dict[str, bytes]:
     """Every file of the scenario's evidence bundle; the same spec always gives the same bytes."""
-    scenario = blocked.apply(plan(spec))
+    scenario = scenario_plan(spec)
     simulation = simulate(scenario)
     cluster = ScenarioCluster(spec, build_objects(scenario), build_logs(scenario, simulation))
     metrics = ScenarioMetrics(spec, RawStore(simulation.families))

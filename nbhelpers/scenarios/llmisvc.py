@@ -13,8 +13,9 @@ module names and labels them as KServe's llmisvc controller does and adds the ro
   endpoint picker Deployment ``<name>-kserve-router-scheduler`` with its Service ``<name>-epp-service``
   (config-llm-scheduler.yaml, scheduler.go SchedulerLabels).
 
-A prefill Deployment ``<name>-kserve-prefill`` (role prefill) is the next role to add: ``workload_labels`` takes the
-role, and ``Router.prefill_replicas`` is reserved for it. Shapes: docs/upstream-facts.md#llminferenceservice.
+With ``llmisvc.prefill_replicas`` the main workload takes the decode role and a prefill Deployment
+``<name>-kserve-prefill`` stands beside it (nbhelpers/scenarios/disagg.py); with ``llmisvc.parallelism`` the main
+workload is a LeaderWorkerSet (nbhelpers/scenarios/multinode.py). Shapes: docs/upstream-facts.md#llminferenceservice.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from nbhelpers.scenarios import blocked, routes
+from nbhelpers.scenarios import blocked, disagg, multinode, routes
 from nbhelpers.scenarios.events import EventBuilder, build_events
 from nbhelpers.scenarios.logs import kubelet_stamp
 from nbhelpers.scenarios.objects import ObjectBuilder, _condition, _meta, _owner, _probe
@@ -76,8 +77,9 @@ def base_labels(name: str, component: str) -> dict[str, str]:
 
 
 def workload_labels(name: str, role: str = "both") -> dict[str, str]:
-    """A vLLM pod's labels (singleNodeLabels): ``role`` is both for the main workload, prefill for ``-prefill``."""
-    component = WORKLOAD_COMPONENT if role == "both" else f"{WORKLOAD_COMPONENT}-{role}"
+    """A vLLM pod's labels (singleNodeLabels): ``role`` is both for the main workload, decode for it beside a prefill
+    workload, prefill for ``-prefill`` (whose component alone differs: LLMComponentWorkloadPrefill)."""
+    component = f"{WORKLOAD_COMPONENT}-prefill" if role == "prefill" else WORKLOAD_COMPONENT
     return {**base_labels(name, component), kube.LLMISVC_WORKLOAD_LABEL: "workload", kube.LLMISVC_ROLE_LABEL: role}
 
 
@@ -148,6 +150,8 @@ class LlmObjectBuilder(ObjectBuilder):
         self.picker_ip = f"10.244.{self.names.randint(2, 250)}.{self.names.randint(2, 250)}"
         self.service_uid = make_uid(self.names)
         self.gateway_ip = f"10.96.{self.names.randint(2, 250)}.{self.names.randint(2, 250)}"
+        # llm-d.ai/role of the pods: decode beside a prefill workload, else both (disagg.PrefillBuilder: prefill).
+        self.role = "decode" if self.router.prefill_replicas else "both"
 
     # ---- names and the picker's timeline ---------------------------------------------------------
 
@@ -177,7 +181,7 @@ class LlmObjectBuilder(ObjectBuilder):
     # ---- the vLLM workload (overrides of the predictor builder) ----------------------------------
 
     def predictor_labels(self) -> dict[str, str]:
-        return {**workload_labels(self.isvc.name), **self.state.pod_labels}
+        return {**workload_labels(self.isvc.name, self.role), **self.state.pod_labels}
 
     def _pod_annotations(self) -> dict[str, str]:
         return {}
@@ -203,6 +207,7 @@ class LlmObjectBuilder(ObjectBuilder):
 
     def pod_spec(self, for_pod: bool) -> KubeObject:
         return {
+            **({"initContainers": [disagg.routing_sidecar(self)]} if self.role == "decode" else {}),
             "containers": [self.serving_container(for_pod)],
             "volumes": [
                 {"name": "home", "emptyDir": {}},
@@ -221,7 +226,7 @@ class LlmObjectBuilder(ObjectBuilder):
     def deployment(self) -> KubeObject:
         deployment = super().deployment()
         deployment["metadata"]["ownerReferences"] = [self._llmisvc_owner()]
-        deployment["spec"]["selector"] = {"matchLabels": workload_labels(self.isvc.name)}
+        deployment["spec"]["selector"] = {"matchLabels": workload_labels(self.isvc.name, self.role)}
         deployment["spec"]["strategy"] = {
             "type": "RollingUpdate",
             "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
@@ -414,6 +419,7 @@ class LlmObjectBuilder(ObjectBuilder):
                 "--grpc-health-port",
                 "9003",
                 *(["--config-text", PREFIX_CACHE_CONFIG] if self.router.prefix_cache else []),
+                *(["--config-text", disagg.PD_CONFIG] if self.router.prefill_replicas else []),
             ],
             "ports": [{"containerPort": port, "name": name, "protocol": "TCP"} for name, port in PICKER_PORTS],
             "livenessProbe": _probe(
@@ -896,7 +902,9 @@ def build_objects(scenario: Plan) -> list[KubeObject]:
         objects += [builder.inference_pool(), *builder.picker_objects()]
     objects += builder.nodes() + builder.api_services() + builder.metrics_server()
     objects = routes.adjust_objects(builder, blocked.adjust_objects(builder, objects))
-    return objects + build_events(scenario) + picker_events(builder)
+    objects = disagg.adjust_objects(builder, multinode.adjust_objects(builder, objects))
+    events = multinode.adjust_events(builder, build_events(scenario)) + disagg.prefill_events(scenario)
+    return objects + events + picker_events(builder)
 
 
 def picker_events(builder: LlmObjectBuilder) -> list[KubeObject]:

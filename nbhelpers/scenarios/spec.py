@@ -161,12 +161,16 @@ FAULT_TYPES = (
 # - pool_readiness_stuck: the service routes through a Gateway an external controller attaches the pool to (no managed
 #   route: ``llmisvc.route: false``); the pool is accepted and requests are served, but KServe keeps
 #   InferencePoolReady=False (WaitingForGateway) and so Ready=False (kserve/kserve#5986).
+# - group_worker_unschedulable: a multi-node service (``llmisvc.parallelism``): the last worker of every group finds no
+#   node with the GPUs it requests (FailedScheduling, Insufficient nvidia.com/gpu); its leader's vLLM waits for the
+#   missing rank and never serves (nbhelpers/scenarios/multinode.py; dsx-ai-factory/workload-map#228).
 LLMISVC_FAULT_TYPES = (
     "picker_not_ready",
     "pool_selector_misses",
     "gateway_not_programmed",
     "route_without_backends",
     "pool_readiness_stuck",
+    "group_worker_unschedulable",
 )
 BLOCKING_FAULT_TYPES = ("init_container_fails", "image_pull_fails", "image_digest_unresolved", "pod_creation_rejected")
 INIT_FAILURE_REASONS = ("Error", "OOMKilled")
@@ -352,7 +356,12 @@ class Router:
     ``scheduler``: the service routes through an InferencePool and its endpoint picker (KServe's scheduler preset);
     ``failure_mode``: the pool's endpointPickerRef.failureMode (the preset writes FailOpen); ``prefix_cache``: the
     picker scores pods on the prompt prefixes they hold (vLLM's prefix caching on); ``prefill_replicas``: a
-    ``<name>-kserve-prefill`` Deployment beside the main one (reserved: only 0 is rendered yet).
+    ``<name>-kserve-prefill`` Deployment beside the main one, which then takes the decode role behind KServe's P/D
+    routing sidecar (nbhelpers/scenarios/disagg.py); ``prefill_args``: the prefill pods' vLLM args
+    (``spec.prefill.template``; empty: the main workload's); ``data`` and
+    ``data_local``: ``spec.parallelism`` of a multi-node service (data-parallel ranks in all and per pod, KServe's
+    worker-data-parallel preset): each replica is a LeaderWorkerSet group of ``data / data_local`` pods (0: one pod,
+    a Deployment).
     """
 
     scheduler: bool = True
@@ -365,6 +374,14 @@ class Router:
     gateway_controller: str = "istio.io/gateway-controller"
     prefill_replicas: int = 0
     picker_image: str = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
+    data: int = 0
+    data_local: int = 0
+    prefill_args: tuple[str, ...] = ()
+
+    @property
+    def group_size(self) -> int:
+        """Pods per LeaderWorkerSet group (ParallelismSpec.GetSize for data parallelism); 1: single node."""
+        return self.data // self.data_local if self.data_local else 1
 
 
 @dataclass(frozen=True)
@@ -584,10 +601,27 @@ def _router(top: _Fields) -> Router:
         gateway_controller=fields.text("gateway_controller", default.gateway_controller),
         prefill_replicas=fields.integer("prefill_replicas", 0) if "prefill_replicas" in fields.raw else 0,
         picker_image=fields.text("picker_image", default.picker_image),
+        prefill_args=tuple(str(arg) for arg in fields.items("prefill_args")),
+        **_parallelism(fields),
     )
-    if router.prefill_replicas != 0:
-        raise fields.fail("prefill_replicas", "is reserved: the generator renders the main workload only (use 0)")
+    if router.prefill_replicas < 0:
+        raise fields.fail("prefill_replicas", "must not be negative")
+    if router.prefill_args and not router.prefill_replicas:
+        raise fields.fail("prefill_args", "are the prefill pods' args: set prefill_replicas")
+    if router.prefill_replicas and router.group_size > 1:
+        raise fields.fail("prefill_replicas", "beside a multi-node workload is not rendered yet (parallelism)")
     return router
+
+
+def _parallelism(fields: _Fields) -> dict[str, int]:
+    """``llmisvc.parallelism`` {data, data_local}: data-parallel ranks spread over a group of pods."""
+    if "parallelism" not in fields.raw:
+        return {}
+    parallelism = fields.nested("parallelism")
+    data, local = parallelism.integer("data"), parallelism.integer("data_local")
+    if local < 1 or data <= local or data % local:
+        raise parallelism.fail("data", "must be a multiple of data_local above it (a group of two or more pods)")
+    return {"data": data, "data_local": local}
 
 
 def _history(fields: _Fields) -> History:
@@ -835,7 +869,7 @@ def _llmisvc_fault_params(fault_type: str, fields: _Fields) -> None:
         selector = fields.optional_mapping("selector")
         if not selector:
             raise fields.fail("selector", "must map the labels the InferencePool selects on")
-    else:
+    elif fault_type != "group_worker_unschedulable":
         fields.text("reason", "")
         fields.text("message", "")
 
@@ -996,6 +1030,8 @@ def _check_fault(spec: ScenarioSpec, fault: Fault, top: _Fields) -> None:
         raise top.fail(
             "faults", "pool_readiness_stuck: models a service without a managed route (llmisvc.route: false)"
         )
+    if fault.type == "group_worker_unschedulable" and not (spec.router and spec.router.group_size > 1):
+        raise top.fail("faults", "group_worker_unschedulable: the service is single-node (llmisvc.parallelism)")
     if fault.type in ("picker_not_ready", "pool_selector_misses", "pool_readiness_stuck") and not (
         spec.router and spec.router.scheduler
     ):

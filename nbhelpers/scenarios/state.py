@@ -265,6 +265,8 @@ class Plan:
     memory_limit_gib: float | None  # the serving container's effective memory limit
     scale_ups: tuple[tuple[datetime, int], ...] = ()  # the HPA's scale-out decisions: (when, new replica count)
     container: str = SERVING_CONTAINER  # the serving container (KServe's LLMInferenceService presets name it "main")
+    # An LLMInferenceService's prefill workload (llmisvc.prefill_replicas), its own plan: nbhelpers/scenarios/disagg.py.
+    prefill: Plan | None = None
 
     @property
     def llmisvc(self) -> bool:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from nbhelpers.metrics.openmetrics import (
@@ -694,4 +694,35 @@ class _Simulator:
 
 
 def simulate(plan: Plan) -> Simulation:
-    return _Simulator(plan).run()
+    """The plan's series; an LLMInferenceService with a prefill workload adds that workload's, simulated from the
+    same demand on its own plan (the prefill pods' requests end at their first token: disagg.prefill_plan)."""
+    simulation = _Simulator(plan).run()
+    if plan.prefill is None:
+        return simulation
+    return merged(simulation, _Simulator(plan.prefill).run())
+
+
+def merged(first: Simulation, second: Simulation) -> Simulation:
+    """Two simulations of disjoint pods as one: each family's series together (no label set may repeat)."""
+    by_name: dict[tuple[str, str], list[Family]] = {}
+    for family in (*first.families, *second.families):
+        by_name.setdefault((type(family).__name__, family.name), []).append(family)
+    families: list[Family] = []
+    for parts in by_name.values():
+        if len(parts) == 1:
+            families.append(parts[0])
+            continue
+        labels = [tuple(sorted(series.labels.items())) for part in parts for series in part.series]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"metric family {parts[0].name!r}: both simulations wrote the same series")
+        first_part = parts[0]
+        if isinstance(first_part, SampleFamily):
+            samples = tuple(series for part in parts if isinstance(part, SampleFamily) for series in part.series)
+            families.append(replace(first_part, series=samples))
+        else:
+            points = tuple(series for part in parts if isinstance(part, HistogramFamily) for series in part.series)
+            families.append(replace(first_part, series=points))
+    overlap = set(first.pod_states) & set(second.pod_states)
+    if overlap:
+        raise ValueError(f"pods simulated twice: {sorted(overlap)}")
+    return Simulation(tuple(families), {**first.pod_states, **second.pod_states})

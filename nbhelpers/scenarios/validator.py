@@ -359,9 +359,15 @@ def _runs(container: Mapping[str, Any]) -> int:
 
 
 def _check_initialization(where: str, pod: KubeObject) -> list[str]:
-    """Containers start only after every init container exited 0: until then the pod is Pending, not Initialized."""
+    """Containers start only after every init container exited 0 (a native sidecar, ``restartPolicy: Always``, once it
+    has started): until then the pod is Pending, not Initialized."""
     status = kube.status(pod)
-    pending = [str(c.get("name")) for c in status.get("initContainerStatuses") or [] if not _init_completed(c)]
+    sidecars = {c.get("name") for c in kube.spec(pod).get("initContainers") or [] if c.get("restartPolicy") == "Always"}
+    pending = [
+        str(c.get("name"))
+        for c in status.get("initContainerStatuses") or []
+        if not _init_completed(c) and not (c.get("name") in sidecars and c.get("started"))
+    ]
     if not pending:
         return []
     problems = []

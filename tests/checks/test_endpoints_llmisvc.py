@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,10 +14,12 @@ from check_cases import codes, load_case, only, serious
 
 from nbhelpers.checks import endpoints
 from nbhelpers.errors import EvidenceMissing
-from nbhelpers.evidence.model import LLM_INFERENCE_SERVICE
+from nbhelpers.evidence import gather
+from nbhelpers.evidence.model import LLM_INFERENCE_SERVICE, Target
 from nbhelpers.findings.catalog import Severity
 from nbhelpers.findings.model import Finding
 from nbhelpers.metrics import catalog
+from nbhelpers.sources import kinds
 
 HEALTHY = "checks/healthy/llmisvc.yaml"
 NAME = "llama-llmd"
@@ -194,6 +197,42 @@ def test_the_llmisvc_metric_selector_takes_the_vllm_pods_and_leaves_the_picker_o
     assert not matches("llama-llmd-kserve-router-scheduler-7c9d8b6f4-k2m4p")
 
 
+def _pod_matcher(**flags: bool) -> Callable[[str], object]:
+    promql = catalog.render(catalog.BY_ID["vllm_running"], 0, "llm", NAME, 15, llmisvc=True, **flags)
+    pattern = re.search(r'pod=~"([^"]+)"', promql)
+    assert pattern is not None
+    return re.compile(f"(?:{pattern.group(1)})").fullmatch  # PromQL anchors the whole alternation
+
+
+def test_the_llmisvc_metric_selector_takes_the_group_leaders_not_the_workers() -> None:
+    """vLLM's API server and its metrics are on a LeaderWorkerSet group's leader (workload_multi_node.go)."""
+    matches = _pod_matcher()
+    assert matches("llama-llmd-kserve-mn-0") and matches("llama-llmd-kserve-mn-12")
+    assert not matches("llama-llmd-kserve-mn-0-1") and not matches("llama-llmd-kserve-mn-prefill-0")
+    with_prefill = _pod_matcher(prefill_groups=True)
+    assert with_prefill("llama-llmd-kserve-mn-prefill-0") and with_prefill("llama-llmd-kserve-mn-1")
+    assert with_prefill("llama-llmd-kserve-7f9d8c6b5-x2k4p")
+    for other in ("llama-llmd-kserve-mn-prefill-0-1", "llama-llmd-kserve-mn-0-3"):
+        assert not with_prefill(other), other
+    assert not with_prefill("llama-llmd-kserve-router-scheduler-7c9d8b6f4-k2m4p")
+
+
+def test_the_prefill_group_leaders_are_queried_only_when_the_service_has_them() -> None:
+    """A single-node service's PromQL is unchanged (bundles captured before replay the same queries)."""
+    spec = catalog.BY_ID["vllm_running"]
+    assert catalog.render(spec, 0, "llm", NAME, 15, llmisvc=True) == catalog.render(
+        spec, 0, "llm", NAME, 15, llmisvc=True, prefill_groups=False
+    )
+    target = Target("llm", NAME, LLM_INFERENCE_SERVICE)
+
+    def sets(*names: str) -> dict[str, dict[str, Any]]:
+        found = {name: {"kind": "LeaderWorkerSet", "metadata": {"name": name, "namespace": "llm"}} for name in names}
+        return {kinds.LEADER_WORKER_SET.key: found}
+
+    assert not gather.llmisvc_prefill_groups(sets(f"{NAME}-kserve-mn"), target)
+    assert gather.llmisvc_prefill_groups(sets(f"{NAME}-kserve-mn", f"{NAME}-kserve-mn-prefill"), target)
+
+
 def test_a_pool_target_port_no_selected_pod_listens_on() -> None:
     findings = _run(HEALTHY, _case("ENDPOINTS_POOL_SELECTS_NO_POD", "llmisvc_target_port"))
     finding = only(findings, "ENDPOINTS_POOL_SELECTS_NO_POD")
@@ -219,6 +258,39 @@ def test_the_picker_finding_quotes_the_error_its_log_ends_with() -> None:
     finding = only(endpoints.run(evidence), "ENDPOINTS_PICKER_NOT_READY")
     quoted = [line for line in finding.evidence if line.startswith("log ")]
     assert len(quoted) == 1 and "cannot list resource" in quoted[0] and "starting manager" not in quoted[0]
+
+
+def _picker_quotes(log: str) -> list[str]:
+    objects = load_case(HEALTHY, _case("ENDPOINTS_PICKER_NOT_READY", "llmisvc_failclose"))
+    evidence = evidence_from_objects(
+        copy.deepcopy(objects), "llm", NAME, target_kind=LLM_INFERENCE_SERVICE, logs={(PICKER_POD, "main"): log}
+    )
+    finding = only(endpoints.run(evidence), "ENDPOINTS_PICKER_NOT_READY")
+    return [line for line in finding.evidence if line.startswith("log ")]
+
+
+def _zap_error(second: int, message: str) -> str:
+    moment = f"2026-01-15T11:{50 + second // 60:02d}:{second % 60:02d}"
+    return f'{moment}.000000000Z {{"level":"error","ts":"{moment}Z","msg":"{message}"}}\n'
+
+
+def test_a_picker_error_its_informers_repeat_is_quoted_once_with_its_count() -> None:
+    """The picker retries the refused list every few seconds: one message, many lines (each with its own "ts")."""
+    refused = "Failed to watch: inferenceobjectives is forbidden: cannot list resource inferenceobjectives"
+    log = "".join(_zap_error(second, refused) for second in range(0, 50, 5))
+    quoted = _picker_quotes(log)
+    assert len(quoted) == 1
+    assert "cannot list resource inferenceobjectives" in quoted[0] and quoted[0].endswith("(×10 in the log)")
+    assert '"ts":"2026-01-15T11:50:45Z"' in quoted[0]  # the latest occurrence
+
+
+def test_distinct_picker_errors_are_each_quoted_the_latest_three_in_order() -> None:
+    messages = ["failed to parse config", "Failed to watch pods: forbidden", "Failed to watch pools: forbidden"]
+    messages.append("failed to list InferenceObjectives: forbidden")
+    log = "".join(_zap_error(second * 7, message) for second, message in enumerate(messages * 2))
+    quoted = _picker_quotes(log)
+    assert [line.split('"msg":"')[1].split('"')[0] for line in quoted] == messages[1:]
+    assert all(line.endswith("(×2 in the log)") for line in quoted)
 
 
 def test_without_a_scheduler_no_ready_vllm_pod_is_none_ready() -> None:

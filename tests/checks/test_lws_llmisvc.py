@@ -48,7 +48,8 @@ def test_a_worker_without_a_node_keeps_the_leader_from_serving() -> None:
     finding = only(resources.run(_evidence(_objects(PENDING))), "WORKLOAD_GROUP_INCOMPLETE")
     assert finding.level is Severity.CRITICAL
     assert finding.title == f"multi-node group {LEADER} waits for worker 1 (Pending, unschedulable)"
-    assert "Group 0 of llama-llmd-kserve-mn (decode) needs 2 pods, and worker 1 is not running" in finding.summary
+    # The leaders carry llm-d.ai/role both (no prefill workload): no role is named.
+    assert "Group 0 of llama-llmd-kserve-mn needs 2 pods, and worker 1 is not running" in finding.summary
     assert "3 Insufficient nvidia.com/gpu" in finding.summary
     assert f"Its leader {LEADER} is not ready" in finding.summary
     assert finding.objects == (
@@ -143,6 +144,10 @@ def test_a_prefill_group_is_named_as_prefill() -> None:
         labels = obj["metadata"].get("labels") or {}
         if labels.get("leaderworkerset.sigs.k8s.io/name") == "llama-llmd-kserve-mn":
             labels["leaderworkerset.sigs.k8s.io/name"] = "llama-llmd-kserve-mn-prefill"
+        if labels.get("llm-d.ai/role"):
+            labels["llm-d.ai/role"] = "prefill"  # KServe's prefill set labels its leaders so (workload_multi_node.go)
+        if obj["kind"] == "LeaderWorkerSet":
+            obj["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["metadata"]["labels"]["llm-d.ai/role"] = "prefill"
         involved = obj.get("involvedObject") or {}
         if involved.get("name", "").startswith("llama-llmd-kserve-mn"):
             involved["name"] = involved["name"].replace("kserve-mn", "kserve-mn-prefill")

@@ -37,6 +37,7 @@ from nbhelpers.metrics import catalog
 CASE = ("checks/healthy/llmisvc.yaml", "checks/healthy/llmisvc_disaggregated.yaml")
 DECODE = ("llama-llmd-kserve-6d8f7c9b5-4xk2p", "llama-llmd-kserve-6d8f7c9b5-9tq7m")
 OOM = "checks/GPU_OOM/llmisvc_prefill_oom.yaml"
+OWN_CEILINGS = "checks/QUEUE_SATURATION/llmisvc_roles_own_ceilings.yaml"
 PREFILL = ("llama-llmd-kserve-prefill-5b7c8d9f6-h7r2c", "llama-llmd-kserve-prefill-5b7c8d9f6-w9d4k")
 
 
@@ -104,7 +105,7 @@ def test_the_healthy_disaggregated_service_has_no_queue_or_memory_finding() -> N
 def test_a_queue_on_the_prefill_pods_names_the_prefill_role_and_its_replicas() -> None:
     finding = only(_run(_prefill_queue()), "QUEUE_SATURATION")
     assert finding.title.endswith("(2 prefill pod(s))")
-    assert "while 2 prefill pod(s) ran at their ceiling 16 (--max-num-seqs=16)" in finding.summary
+    assert "while 2 prefill pod(s) ran at their ceiling 16 (--max-num-seqs=16 on the prefill pods)" in finding.summary
     assert (
         "By role: prefill pods (2): up to 14 waiting, 16 running; decode pods (2): no queue (up to 6 running)."
         in finding.summary
@@ -145,3 +146,26 @@ def test_kv_headroom_on_the_prefill_pods_points_at_the_prefill_template() -> Non
     finding = only(_run(queue), "QUEUE_SATURATION")
     assert "Raise --max-num-seqs to" in finding.remediation
     assert "spec.prefill.template" in finding.remediation
+
+
+def test_each_role_is_judged_against_its_own_ceiling() -> None:
+    """The decode pods, rolled out last, run --max-num-seqs 256; the prefill pods keep 16 and queue at 16: the queue
+    is a saturation of the prefill role (before, the newest pod's 256 was taken for every pod and nothing was found)."""
+    finding = only(_run(_prefill_queue(), None, OWN_CEILINGS), "QUEUE_SATURATION")
+    assert "while 2 prefill pod(s) ran at their ceiling 16 (--max-num-seqs=16 on the prefill pods)" in finding.summary
+    assert any(line.startswith(f"pod {PREFILL[0]} (prefill): ") and "/16," in line for line in finding.evidence)
+    assert not any(line.startswith(f"pod {pod}") for pod in DECODE for line in finding.evidence)
+    # The decode pod the service's flags were read from is not named: the finding is the prefill role's.
+    assert not {f"Pod/llm/{pod}" for pod in DECODE} & set(finding.objects)
+
+
+def test_decode_pods_above_the_prefill_ceiling_are_not_saturated() -> None:
+    """Decode pods running 20-30 requests (below their 256) with nothing waiting, prefill pods light: no finding,
+    although 20 is above the prefill pods' 16."""
+    busy_decode = [
+        _pod_metrics(pod, _noisy(20, 30, 110 + i), _const(0), _noisy(0.3, 0.5, 120 + i)) for i, pod in enumerate(DECODE)
+    ]
+    light_prefill = [
+        _pod_metrics(pod, _noisy(2, 6, 130 + i), _const(0), _noisy(0.1, 0.2, 140 + i)) for i, pod in enumerate(PREFILL)
+    ]
+    assert serious(_run(_merge(*busy_decode, *light_prefill, _traffic(5.0)), None, OWN_CEILINGS)) == []

@@ -287,15 +287,37 @@ def _picker_finding(evidence: Evidence, pool: llmisvc.Pool) -> Finding | None:
 _LOG_ERROR = re.compile(r"\b(error|forbidden|fatal|panic|failed)\b", re.IGNORECASE)
 
 
+# What differs between two occurrences of one message: zap's JSON "ts" field, klog's header (E0115 11:49:59.123 1 ...).
+_LOG_MOMENT = re.compile(r'"ts":\s*("[^"]*"|[0-9.e+]+),?\s*|^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+')
+MAX_QUOTED = 3
+
+
 def _picker_log_errors(evidence: Evidence, pods: list[KubeObject]) -> list[str]:
-    """The picker's last error lines (an RBAC refusal, a bad flag: istio/istio.io#17528), at most three."""
+    """The picker's last distinct error lines (an RBAC refusal, a bad flag: istio/istio.io#17528), at most three; a
+    picker retries what fails, so one message repeats: it is quoted once, with how often the log holds it."""
     lines = []
     for pod in pods:
         for log in evidence.logs_of(kube.name(pod)):
             errors = [common.strip_log_timestamp(line) for line in log.text.splitlines() if _LOG_ERROR.search(line)]
             where = f"{log.pod}/{log.container}{' (previous)' if log.previous else ''}"
-            lines += [f"log {where}: {common.shorten(line, 300)}" for line in errors[-3:]]
-    return lines[-3:]
+            lines += [
+                f"log {where}: {common.shorten(line, 300)}" + (f" (×{count} in the log)" if count > 1 else "")
+                for line, count in _last_distinct(errors, MAX_QUOTED)
+            ]
+    return lines[-MAX_QUOTED:]
+
+
+def _last_distinct(lines: list[str], limit: int) -> list[tuple[str, int]]:
+    """The last ``limit`` distinct messages (compared without their moment), each as its latest line, oldest first,
+    with how many lines carry it."""
+    counts: dict[str, int] = {}
+    latest: dict[str, str] = {}
+    for line in lines:
+        key = _LOG_MOMENT.sub("", line)
+        counts[key] = counts.get(key, 0) + 1
+        latest.pop(key, None)  # re-inserted last: the dict keeps the order of latest occurrence
+        latest[key] = line
+    return [(latest[key], counts[key]) for key in list(latest)[-limit:]]
 
 
 def _selection_finding(evidence: Evidence, pool: llmisvc.Pool) -> Finding | None:

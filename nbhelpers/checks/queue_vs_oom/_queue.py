@@ -5,11 +5,11 @@ a full KV cache, decided by :mod:`nbhelpers.models.regime`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from nbhelpers.checks.queue_vs_oom._facts import LEN_FLAG, SEQS_FLAG, UTIL_FLAG, EngineFacts, clock
 from nbhelpers.checks.queue_vs_oom._memory import utilization_cap
-from nbhelpers.facts import common, llmisvc, vllm_args
+from nbhelpers.facts import common, engine, llmisvc, vllm_args
 from nbhelpers.facts.engine import Valued
 from nbhelpers.findings import patches
 from nbhelpers.findings.catalog import Severity
@@ -17,12 +17,15 @@ from nbhelpers.findings.model import Finding, Fix
 from nbhelpers.metrics import series
 from nbhelpers.models import regime
 from nbhelpers.sources import kube
+from nbhelpers.sources.kube import KubeObject
 
 KV_HEADROOM = 0.8  # below this peak KV usage while saturated, more concurrency fits in the cache
 KV_TARGET = 0.85  # the KV usage a recommended --max-num-seqs aims for
 
 
-def queue_facts(facts: EngineFacts, ceiling: Valued | None) -> regime.QueueFacts | None:
+def queue_facts(
+    facts: EngineFacts, ceiling: Valued | None, role_ceilings: Mapping[str, Valued] | None = None
+) -> regime.QueueFacts | None:
     running = series.by_pod(facts.evidence.metrics.get("vllm_running"))
     waiting = series.by_pod(facts.evidence.metrics.get("vllm_waiting"))
     usage = series.by_pod(facts.evidence.metrics.get("vllm_kv_cache_usage"))
@@ -46,15 +49,52 @@ def queue_facts(facts: EngineFacts, ceiling: Valued | None) -> regime.QueueFacts
         preemptions=tuple(series.summed(facts.evidence.metrics.get("vllm_preemptions_rate")).items()),
         queue_time_p95=tuple(series.summed(facts.evidence.metrics.get("vllm_queue_time_p95")).items()),
         failed_requests=failed,
+        pod_ceilings={pod: valued.value for pod, valued in (role_ceilings or {}).items()},
     )
 
 
+def role_ceilings(facts: EngineFacts) -> dict[str, Valued]:
+    """Pod → the ceiling of its llm-d role, when an LLMInferenceService's vLLM pods have more than one role: the
+    prefill and decode workloads take their containers from spec.prefill.template and spec.template, so each role
+    has its own --max-num-seqs (read from the role's newest pod, as the service's ceiling is from its newest pod)."""
+    roles = llmisvc.pod_roles(facts.evidence)
+    if len(set(roles.values())) < 2:
+        return {}
+    newest: dict[str, KubeObject] = {}
+    for pod in sorted(llmisvc.workload_pods(facts.evidence), key=lambda p: (kube.created(p) or "", kube.name(p))):
+        role = roles.get(kube.name(pod))
+        if role is not None:
+            newest[role] = pod
+    by_role: dict[str, Valued] = {}
+    for role, pod in newest.items():
+        pod_spec = kube.spec(pod)
+        container = common.container_named(pod_spec, {facts.container})
+        if container is None:
+            continue
+        ceiling = engine.max_num_seqs(facts.evidence, common.Workload(pod, pod_spec, container, kube.labels(pod)))
+        if ceiling is not None:
+            by_role[role] = Valued(ceiling.value, f"{ceiling.origin} on the {llmisvc.role_label(role)}")
+    return {pod: by_role[role] for pod, role in roles.items() if role in by_role}
+
+
+def _ceiling_in_effect(
+    analysis: regime.QueueAnalysis, ceiling: Valued | None, per_pod: Mapping[str, Valued]
+) -> Valued | None:
+    """The ceiling a finding names: the role's when every episode is on pods of roles with the same one."""
+    episodes = [s.episode.pod for s in analysis.saturated] + [p.episode.pod for p in analysis.kv_pressures]
+    found = {per_pod[pod] for pod in episodes if pod in per_pod}
+    if found and len(found) == 1 and all(pod in per_pod for pod in episodes):
+        return found.pop()
+    return ceiling
+
+
 def queue_findings(facts: EngineFacts, gpu_oom: bool, cannot_fit: bool) -> list[Finding]:
-    ceiling = facts.ceiling()
-    queue = queue_facts(facts, ceiling)
+    per_pod = role_ceilings(facts)
+    queue = queue_facts(facts, facts.ceiling(), per_pod)
     if queue is None:
         return []
     analysis = regime.analyse(queue)
+    ceiling = _ceiling_in_effect(analysis, facts.ceiling(), per_pod)
     regimes = regime.decide(analysis, gpu_oom, cannot_fit)
     regime_line = f"regime of the window: {regime.explain(regimes)}"
     findings = []
@@ -140,13 +180,22 @@ def _saturation(
         title=f"requests queued at the concurrency ceiling for {_minutes(longest.episode.seconds)} "
         f"({_pods_text(pods, roles)})",
         summary=summary,
-        objects=tuple(
-            dict.fromkeys([*facts.objects, *(f"Pod/{facts.evidence.target.namespace}/{pod}" for pod in pods)])
-        ),
+        objects=_objects(facts, pods, roles),
         evidence=tuple(evidence),
         fix=fix,
         severity=severity,
     )
+
+
+def _objects(facts: EngineFacts, pods: Sequence[str], roles: dict[str, str]) -> tuple[str, ...]:
+    """The step's objects and the pods of the episodes; with several llm-d roles, of the service's vLLM pods only those
+    (the pod the flags were read from may be of a role the finding does not concern)."""
+    namespace = facts.evidence.target.namespace
+    several = len(set(roles.values())) > 1
+    kept = [
+        ref for ref in facts.objects if not (several and ref.startswith("Pod/") and ref.rsplit("/", 1)[-1] in roles)
+    ]
+    return tuple(dict.fromkeys([*kept, *(f"Pod/{namespace}/{pod}" for pod in pods)]))
 
 
 def _capacity_fix(facts: EngineFacts, saturated: Sequence[regime.Saturation], queue: regime.QueueFacts) -> Fix:
@@ -281,9 +330,7 @@ def _kv_pressure(
         title=f"KV cache full for {_minutes(longest.episode.seconds)} with "
         + ("preemptions" if preempted >= 1 else "requests held back"),
         summary=summary,
-        objects=tuple(
-            dict.fromkeys([*facts.objects, *(f"Pod/{facts.evidence.target.namespace}/{pod}" for pod in pods)])
-        ),
+        objects=_objects(facts, pods, roles),
         evidence=tuple(evidence),
         fix=Fix.from_plan(what, plan, no_patch=facts.no_patch_reason()),
         severity=severity,

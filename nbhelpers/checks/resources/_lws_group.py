@@ -36,9 +36,10 @@ def group_incomplete(evidence: Evidence) -> Finding | None:
     role = lws.role(first.lws)
     waiting = not first.leader_ready
     indices = ", ".join(str(member.index) for member in blocked)
+    role_text = "" if role == "both" else f" ({role})"  # a service without a prefill workload has one role
     summary = (
-        f"Group {first.index} of {kube.name(first.lws)} ({role}) needs {first.size} pods, and worker {indices} "
-        f"is not running: {worker.trouble}. "
+        f"Group {first.index} of {kube.name(first.lws)}{role_text} needs {first.size} pods, and worker {indices} "
+        f"is not running: {worker.trouble.rstrip('.')}. "
         + (
             f"Its leader {first.name} is not ready: vLLM's multi-node engine starts only when every rank of the "
             "group has joined, so the leader waits for this worker and never serves; the endpoint picker and "
