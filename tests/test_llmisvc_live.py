@@ -85,7 +85,7 @@ def test_a_healthy_service_is_triaged_live_and_from_its_bundle(fake_api: FakeApi
     assert result.step("endpoints").status == "ok"
     # Every step reads the llm-d stack (issue #18); without spec.scaling no autoscaler reads a metric.
     assert {step.id: step.status for step in result.steps if step.status != "ok"} == {"metric_pipeline": "skipped"}
-    assert "no HPA or ScaledObject acts on the predictor" in result.step("metric_pipeline").reason
+    assert "no HPA or ScaledObject acts on the vLLM workload" in result.step("metric_pipeline").reason
     assert result.partial is False
     evidence = result.evidence
     assert {kind.key for kind in (kinds.LLM_INFERENCE_SERVICE, kinds.INFERENCE_POOL)} <= set(evidence.objects)
