@@ -627,10 +627,11 @@ def require_prometheus_binaries() -> tuple[str, str]:
     pytest.skip(message)
 
 
-def backfill(promtool: str, workdir: Path) -> Path:
-    """Write the OpenMetrics file and turn it into TSDB blocks under ``workdir/data``."""
+def backfill(promtool: str, workdir: Path, text: str | None = None) -> Path:
+    """Write the OpenMetrics file (``text``, or the fixture incident's series) and turn it into TSDB blocks under
+    ``workdir/data``."""
     source = workdir / "backfill.om"
-    source.write_text(openmetrics_text())
+    source.write_text(openmetrics_text() if text is None else text)
     data_dir = workdir / "data"
     done = subprocess.run(
         [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data_dir)],
@@ -666,6 +667,25 @@ def wait_ready(
             pass
         time.sleep(0.05)
     pytest.fail(f"{url} not ready after {timeout:.0f} s: {log_file.read_text()[-2000:]}")
+
+
+@contextmanager
+def prometheus_over(text: str, workdir: Path) -> Iterator[str]:
+    """A real Prometheus on 127.0.0.1 serving the OpenMetrics ``text`` (backfilled with promtool); yields its URL."""
+    prometheus, promtool = require_prometheus_binaries()
+    data_dir = backfill(promtool, workdir, text)
+    config = workdir / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
+    url = f"http://127.0.0.1:{free_port()}"
+    command = [
+        prometheus,
+        f"--config.file={config}",
+        f"--storage.tsdb.path={data_dir}",
+        "--storage.tsdb.retention.time=100y",  # the backfilled window lies in the past: keep it
+        f"--web.listen-address={url.removeprefix('http://')}",
+    ]
+    with serving_process(command, url, workdir / "prometheus.log"):
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -11,11 +11,26 @@ from pathlib import Path
 import pytest
 from builders import FIXTURES, comparable, load_yaml
 from fakeapi import FakeApiServer, crds_for_every_kind_read, write_kubeconfig
+from promharness import prometheus_over
 
+from nbhelpers.checks import STEPS, check_for
 from nbhelpers.evidence.capture import write_bundle
+from nbhelpers.evidence.gather import gather
 from nbhelpers.render.findings_json import validate_findings
+from nbhelpers.scenarios import load_spec, scenario_bundle
+from nbhelpers.scenarios.generator import (
+    RAW_METRICS_FILE,
+    build_logs,
+    build_objects,
+    generate,
+    scenario_plan,
+    target,
+)
+from nbhelpers.scenarios.traffic import simulate
 from nbhelpers.sources import kinds
-from nbhelpers.triage import TriageResult, params_from_text, run
+from nbhelpers.sources.cluster_live import LiveCluster
+from nbhelpers.sources.metrics_live import LiveMetrics
+from nbhelpers.triage import TriageResult, params_from_text, run, run_step
 
 pytestmark = pytest.mark.integration
 
@@ -300,3 +315,42 @@ def test_a_preset_found_nowhere_is_the_cause_live(fake_api: FakeApiServer, tmp_p
     assert result.root_causes[0] == "LLMISVC_PRESET_NOT_FOUND"
     finding = next(f for f in result.findings if f.code == "LLMISVC_PRESET_NOT_FOUND")
     assert "kserve-config-llm-worker-pipeline-parallel" in finding.title
+
+
+# Issue #18's "done when": LLMInferenceService scenarios triaged live, the generated cluster served over HTTP by the
+# fixture API server and the scenario's raw series by a real Prometheus (backfilled with promtool), give the findings
+# of the scenario's bundle.
+REAL_PROMETHEUS_SCENARIOS = {
+    "llmisvc-pd-prefill-saturated": "QUEUE_SATURATION",  # read from the prefill pods' vLLM series
+    "llmisvc-ready-false-while-serving": "LLMISVC_NOT_READY",  # info: the vLLM pods' request counters say it serves
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_PROMETHEUS_SCENARIOS))
+def test_llmisvc_scenarios_live_with_a_real_prometheus_give_the_bundles_findings(
+    name: str, fake_api: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    spec = load_spec(name)
+    scenario = scenario_plan(spec)
+    simulation = simulate(scenario)
+    objects, logs = build_objects(scenario), build_logs(scenario, simulation)
+    missing = set(spec.cluster.missing_crd_groups)
+    fake_api.cluster.add_all([crd for crd in crds_for_every_kind_read() if crd["spec"]["group"] not in missing])
+    fake_api.cluster.add_all(objects)
+    for (namespace, pod, container, previous), text in logs.items():
+        fake_api.cluster.add_log(namespace, pod, container, text, previous)
+    raw_series = generate(spec)[RAW_METRICS_FILE].decode()
+    with (
+        prometheus_over(raw_series, tmp_path) as url,
+        LiveCluster(str(kubeconfig), None, 5.0) as cluster,
+    ):
+        metrics = LiveMetrics(url, None, None, {}, True, 10.0)
+        live = gather(cluster, metrics, target(spec), spec.timeline.window, spec.timeline.captured_at)
+    assert [record for record in live.failures() if record.status != "not_installed"] == []
+    assert {name for name, origin in live.sources.items() if origin == "live"} >= {"cluster", "prometheus"}
+    live_findings = [
+        finding.to_json() for step in STEPS for finding in run_step(step, check_for(step.id), live).findings
+    ]
+    from_bundle = run(params_from_text({"bundle": str(scenario_bundle(name))}))
+    assert live_findings == [finding.to_json() for finding in from_bundle.findings]
+    assert REAL_PROMETHEUS_SCENARIOS[name] in {finding["code"] for finding in live_findings}
