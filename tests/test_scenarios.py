@@ -17,6 +17,7 @@ from typing import IO, Any
 import pytest
 import yaml
 from promharness import free_port, require_prometheus_binaries
+from scenario_cache import bundle_files, shared_bundles
 
 from nbhelpers.checks import STEP_IDS
 from nbhelpers.errors import ReadFailed
@@ -185,8 +186,9 @@ GENERATION_BUDGET_SECONDS = 1.0 * len(SHIPPED)
 
 
 @pytest.fixture(scope="module")
-def bundles() -> dict[str, dict[str, bytes]]:
-    return {name: generate(load_spec(name)) for name in SHIPPED}
+def bundles(scenario_cache: Path) -> dict[str, dict[str, bytes]]:
+    """What ``generate`` gave for each shipped spec: generated once per session for every module and worker."""
+    return {name: bundle_files(path) for name, path in shared_bundles(scenario_cache, SHIPPED).items()}
 
 
 def evidence_of(files: dict[str, bytes]) -> Evidence:
