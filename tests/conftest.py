@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 from _pytest.nodeid import NodeId
 from fakeapi import FakeApiServer, crds_for_every_kind_read, write_kubeconfig
-from scenario_cache import session_cache_dir, shared_bundle, shared_bundles
+from scenario_cache import session_cache_dir, shared_bundle, shared_bundles, shipped_specs
 
-from nbhelpers.scenarios import list_scenarios
 from nbhelpers.sources.cluster_live import LiveCluster
 from nbhelpers.triage import TriageParams, TriageResult, run
 
@@ -130,7 +129,7 @@ def shipped_bundle(scenario_cache: Path) -> Callable[[str], Path]:
 @pytest.fixture(scope="session")
 def shipped_bundles(scenario_cache: Path) -> dict[str, Path]:
     """Every shipped scenario's bundle directory by name (the workers split the generation)."""
-    return shared_bundles(scenario_cache, sorted(spec.name for spec in list_scenarios()))
+    return shared_bundles(scenario_cache, [spec.name for spec in shipped_specs()])
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ meanwhile, so that two workers split the work.
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -20,7 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from nbhelpers.scenarios import scenario_bundle
+from nbhelpers.scenarios import ScenarioSpec, list_scenarios, scenario_bundle
+
+
+@functools.cache
+def shipped_specs() -> tuple[ScenarioSpec, ...]:
+    """Every shipped spec, by name, parsed once per process (``list_scenarios`` parses some fifty YAML files, about
+    a third of a second, and several modules list them when they are collected)."""
+    return tuple(list_scenarios())
 
 
 def session_cache_dir(factory: pytest.TempPathFactory) -> Path:

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scenario_cache import shipped_specs
 
-from nbhelpers.scenarios import list_scenarios
 from nbhelpers.triage import TriageParams, run
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -50,7 +50,7 @@ def _summary(result: Any) -> str:
     return _without_step_seconds(re.sub(r"\b\d+\.\d+ s\b", "<seconds>", summary_markdown(result)))
 
 
-SCENARIOS = sorted(spec.name for spec in list_scenarios())
+SCENARIOS = [spec.name for spec in shipped_specs()]
 
 
 @pytest.mark.parametrize("name", SCENARIOS)

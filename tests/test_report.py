@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from builders import CAPTURED_AT, WINDOW, bundle_files, evidence_from_objects
+from scenario_cache import shipped_specs
 
 from nbhelpers import __version__
 from nbhelpers.checks import STEP_IDS, STEPS
@@ -22,7 +23,6 @@ from nbhelpers.metrics import catalog
 from nbhelpers.notebook import display
 from nbhelpers.render import charts, findings_json, report_html
 from nbhelpers.render.summary import coverage_line, summary_markdown, window_text
-from nbhelpers.scenarios import list_scenarios
 from nbhelpers.sources.bundle import write_bundle_files
 from nbhelpers.triage import StepResult, TriageResult
 from nbhelpers.util import files
@@ -444,7 +444,7 @@ def _internal_links(page: str) -> tuple[set[str], set[str]]:
     return set(re.findall(r'href=["\']#([^"\']+)["\']', page)), set(re.findall(r'id=["\']([^"\']+)["\']', page))
 
 
-@pytest.mark.parametrize("name", [spec.name for spec in list_scenarios()])
+@pytest.mark.parametrize("name", [spec.name for spec in shipped_specs()])
 def test_every_scenario_renders_commands_for_its_patches_and_links_that_resolve(
     name: str, shipped_result: Callable[[str], TriageResult]
 ) -> None:

@@ -13,11 +13,12 @@ import nbformat
 import papermill
 import pytest
 from ipywidgets.widgets import widget as widget_module
+from scenario_cache import shipped_specs
 
 from nbhelpers import training
 from nbhelpers.findings.catalog import CATALOG
 from nbhelpers.notebook import training_panel
-from nbhelpers.scenarios import ScenarioSpec, list_scenarios, load_spec
+from nbhelpers.scenarios import ScenarioSpec, load_spec
 from nbhelpers.training import (
     CHOICE_COUNT,
     NOTHING_WRONG,
@@ -33,8 +34,8 @@ from nbhelpers.triage import TriageResult
 
 NOTEBOOK = Path(__file__).parents[1] / "runbooks" / "training.ipynb"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-SCENARIOS = [spec.name for spec in list_scenarios()]
-HEALTHY = [spec.name for spec in list_scenarios() if not spec.expected_root_causes]
+SCENARIOS = [spec.name for spec in shipped_specs()]
+HEALTHY = [spec.name for spec in shipped_specs() if not spec.expected_root_causes]
 
 
 @pytest.fixture(scope="module")
