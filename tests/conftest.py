@@ -162,8 +162,8 @@ def _keep_xdist_groups(items: list[pytest.Item]) -> None:
     """Put the ``xdist_group`` suffix into the node ids again (on an xdist worker under ``--dist loadgroup``).
 
     pytest-xdist 3.8 tells the scheduler an item's group by writing ``item._nodeid``; from pytest 9.2 the node id
-    is ``item._id`` and that write is lost, so every group was spread over the workers like any test (the browser
-    tests ran side by side, a module fixture meant to run once ran on each worker):
+    is ``item._id`` and that write is lost, so a group's tests were spread over the workers like any others (the
+    browser group was not kept on one worker, a costly module fixture ran on each worker):
     https://github.com/pytest-dev/pytest-xdist/issues/1386. Once xdist writes the suffix itself, this does nothing.
     """
     for item in items:
@@ -178,7 +178,7 @@ def _keep_xdist_groups(items: list[pytest.Item]) -> None:
 @pytest.hookimpl(trylast=True)  # after pytest-xdist's own hook
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``slow`` run first: under pytest-xdist a minutes-long test that a worker picks up last would
-    leave the other workers idle while it runs on."""
+    leave the other workers idle while it runs on. Under ``--dist loadgroup`` the groups are kept (see above)."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     if getattr(config.option, "loadgroup", False):
         _keep_xdist_groups(items)
