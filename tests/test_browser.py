@@ -230,7 +230,7 @@ def test_run_all_from_the_panel_shows_the_root_cause(lab: Lab) -> None:
             _scroll_to_top(panel)
             _save(page, "panel-live-cluster.png")
             expect(panel.get_by_label("Namespace", exact=True)).to_have_value("raw")
-            expect(panel.get_by_label("InferenceService", exact=True)).to_have_value("vllm-raw")
+            expect(panel.get_by_label("Service", exact=True)).to_have_value("vllm-raw")
 
             panel.get_by_role("button", name="Scenario library").click()
             panel.locator(".widget-dropdown", has_text="Scenario").locator("select").select_option(

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
+from scenario_cache import shipped_specs
 
-from nbhelpers.scenarios import list_scenarios, scenario_bundle
 from nbhelpers.triage import TriageParams, run
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -49,12 +50,12 @@ def _summary(result: Any) -> str:
     return _without_step_seconds(re.sub(r"\b\d+\.\d+ s\b", "<seconds>", summary_markdown(result)))
 
 
-SCENARIOS = sorted(spec.name for spec in list_scenarios())
+SCENARIOS = [spec.name for spec in shipped_specs()]
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_scenario_output_matches_golden(name: str) -> None:
-    result = run(TriageParams(bundle=str(scenario_bundle(name))), clock=lambda: FIXED_NOW)
+def test_scenario_output_matches_golden(name: str, shipped_bundle: Callable[[str], Path]) -> None:
+    result = run(TriageParams(bundle=str(shipped_bundle(name))), clock=lambda: FIXED_NOW)
     produced = {
         "findings.json": json.dumps(_masked(result.to_json()), indent=1, sort_keys=True) + "\n",
         "summary.md": _summary(result),

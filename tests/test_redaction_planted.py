@@ -198,6 +198,11 @@ def leaks(outputs: dict[str, bytes]) -> dict[str, list[str]]:
     return found
 
 
+# The tests that read ``outputs`` share one xdist worker, so that its three CLI runs (about 10 s) happen once
+# rather than once on each worker.
+READS_THE_RUNS = pytest.mark.xdist_group("redaction-planted-runs")
+
+
 @pytest.fixture(scope="module")
 def outputs(planted: Planted, tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     """Run triage, capture and fleet once; everything they wrote and printed."""
@@ -220,6 +225,7 @@ def outputs(planted: Planted, tmp_path_factory: pytest.TempPathFactory) -> dict[
     return files
 
 
+@READS_THE_RUNS
 def test_the_planted_secrets_were_served_and_used(planted: Planted, outputs: dict[str, bytes]) -> None:
     """The test is not vacuous: the cluster served the secrets and Prometheus received the token and header."""
     assert any(API_KEY in str(pod) for pod in planted.api.cluster.objects[("", "pods")].values())
@@ -230,10 +236,12 @@ def test_the_planted_secrets_were_served_and_used(planted: Planted, outputs: dic
     assert {"report.html", "triage.ipynb", "findings.json", "summary.md", "bundle.tar.gz", "fleet.json"} <= names
 
 
+@READS_THE_RUNS
 def test_no_byte_of_a_planted_secret_is_written_or_printed(outputs: dict[str, bytes]) -> None:
     assert leaks(outputs) == {}
 
 
+@READS_THE_RUNS
 def test_the_evidence_around_the_secrets_is_kept_redacted(outputs: dict[str, bytes]) -> None:
     """The secrets were removed, not the objects and log lines that held them."""
     bundle = {name.split("!", 1)[1]: data for name, data in outputs.items() if "bundle.tar.gz!" in name}
@@ -244,11 +252,13 @@ def test_the_evidence_around_the_secrets_is_kept_redacted(outputs: dict[str, byt
     assert log.count(REDACTED.encode()) >= 8 and b"non-default args" in log and b"alerts go to" in log
 
 
+@READS_THE_RUNS
 def test_secrets_are_never_requested(planted: Planted, outputs: dict[str, bytes]) -> None:
     assert outputs
     assert not [request.path for request in planted.api.requests if "/secrets" in request.path]
 
 
+@READS_THE_RUNS
 def test_the_executed_notebook_reads_the_redacted_evidence_not_the_cluster(outputs: dict[str, bytes]) -> None:
     """The report is rendered from evidence.tar.gz: its parameters name no credential, not even a variable."""
     (notebook,) = [data for name, data in outputs.items() if name.endswith("triage.ipynb")]

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import re
 import stat
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 from builders import CAPTURED_AT, WINDOW, bundle_files, evidence_from_objects
+from scenario_cache import shipped_specs
 
 from nbhelpers import __version__
 from nbhelpers.checks import STEP_IDS, STEPS
@@ -21,9 +23,8 @@ from nbhelpers.metrics import catalog
 from nbhelpers.notebook import display
 from nbhelpers.render import charts, findings_json, report_html
 from nbhelpers.render.summary import coverage_line, summary_markdown, window_text
-from nbhelpers.scenarios import list_scenarios, scenario_bundle
 from nbhelpers.sources.bundle import write_bundle_files
-from nbhelpers.triage import StepResult, TriageParams, TriageResult, run
+from nbhelpers.triage import StepResult, TriageResult
 from nbhelpers.util import files
 from nbhelpers.util.times import Window
 
@@ -443,9 +444,11 @@ def _internal_links(page: str) -> tuple[set[str], set[str]]:
     return set(re.findall(r'href=["\']#([^"\']+)["\']', page)), set(re.findall(r'id=["\']([^"\']+)["\']', page))
 
 
-@pytest.mark.parametrize("name", [spec.name for spec in list_scenarios()])
-def test_every_scenario_renders_commands_for_its_patches_and_links_that_resolve(name: str) -> None:
-    result = run(TriageParams(bundle=str(scenario_bundle(name))))
+@pytest.mark.parametrize("name", [spec.name for spec in shipped_specs()])
+def test_every_scenario_renders_commands_for_its_patches_and_links_that_resolve(
+    name: str, shipped_result: Callable[[str], TriageResult]
+) -> None:
+    result = shipped_result(name)
     page = (
         display.header_html(result)
         + display.coverage_html(result)

@@ -7,23 +7,24 @@ A healthy scenario must give no critical or warning finding at all.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from scenario_cache import shipped_specs
 
 from nbhelpers.findings.catalog import Severity
-from nbhelpers.scenarios import list_scenarios, scenario_bundle
-from nbhelpers.triage import TriageParams, TriageResult, run
+from nbhelpers.scenarios import scenario_bundle
+from nbhelpers.triage import TriageResult
 
-SCENARIOS = sorted(spec.name for spec in list_scenarios())
-EXPECTED = {spec.name: spec.expected_root_causes for spec in list_scenarios()}
+SCENARIOS = [spec.name for spec in shipped_specs()]
+EXPECTED = {spec.name: spec.expected_root_causes for spec in shipped_specs()}
 SERIOUS = (Severity.CRITICAL, Severity.WARNING)
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TriageResult]:
-    cache = tmp_path_factory.mktemp("scenario-bundles")
-    return {name: run(TriageParams(bundle=str(scenario_bundle(name, cache)))) for name in SCENARIOS}
+def results(shipped_result: Callable[[str], TriageResult]) -> dict[str, TriageResult]:
+    return {name: shipped_result(name) for name in SCENARIOS}
 
 
 def test_the_library_covers_the_503_504_oom_and_autoscaling_families_and_both_healthy_modes() -> None:
@@ -47,7 +48,7 @@ def test_the_library_covers_the_503_504_oom_and_autoscaling_families_and_both_he
     } <= first_causes
     assert {"healthy-serverless", "healthy-raw"} <= {name for name, causes in EXPECTED.items() if not causes}
     # One incident with two independent causes, both expected at the top of the ranking.
-    combined = next(spec for spec in list_scenarios() if spec.name == "rag-long-prompts-behind-nginx")
+    combined = next(spec for spec in shipped_specs() if spec.name == "rag-long-prompts-behind-nginx")
     assert len(combined.faults) == 2 and combined.expected_root_causes == ("KV_CACHE_PRESSURE", "TIMEOUT_LB_DEFAULT")
 
 

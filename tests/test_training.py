@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import html
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -12,11 +13,12 @@ import nbformat
 import papermill
 import pytest
 from ipywidgets.widgets import widget as widget_module
+from scenario_cache import shipped_specs
 
 from nbhelpers import training
 from nbhelpers.findings.catalog import CATALOG
 from nbhelpers.notebook import training_panel
-from nbhelpers.scenarios import ScenarioSpec, list_scenarios, load_spec
+from nbhelpers.scenarios import ScenarioSpec, load_spec
 from nbhelpers.training import (
     CHOICE_COUNT,
     NOTHING_WRONG,
@@ -32,8 +34,8 @@ from nbhelpers.triage import TriageResult
 
 NOTEBOOK = Path(__file__).parents[1] / "runbooks" / "training.ipynb"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-SCENARIOS = [spec.name for spec in list_scenarios()]
-HEALTHY = [spec.name for spec in list_scenarios() if not spec.expected_root_causes]
+SCENARIOS = [spec.name for spec in shipped_specs()]
+HEALTHY = [spec.name for spec in shipped_specs() if not spec.expected_root_causes]
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +44,9 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def triaged(cache: Path) -> dict[str, tuple[ScenarioSpec, TriageResult]]:
-    return {name: (load_spec(name), training.triage_scenario(name, cache)) for name in SCENARIOS}
+def triaged(shipped_result: Callable[[str], TriageResult]) -> dict[str, tuple[ScenarioSpec, TriageResult]]:
+    # What training.triage_scenario returns (the same run on the same bundle), shared with the other modules.
+    return {name: (load_spec(name), shipped_result(name)) for name in SCENARIOS}
 
 
 def _right(question: training.Question) -> training.Choice:
