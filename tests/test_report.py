@@ -641,10 +641,12 @@ def test_cluster_text_cannot_inject_markup_into_summary_md() -> None:
     assert "````yaml" in markdown  # a fence longer than the backticks in the patch body
 
 
-def test_an_llminferenceservice_header_names_its_kind_and_no_deployment_mode() -> None:
+def test_an_llminferenceservice_header_names_its_kind_and_no_deployment_mode(
+    shipped_result: Callable[[str], TriageResult],
+) -> None:
     """The header says which kind was triaged; a deployment mode is an InferenceService notion."""
-    llmisvc = dict(display.header_facts(run(TriageParams(bundle=str(scenario_bundle("llmisvc-healthy-prefix-cache"))))))
+    llmisvc = dict(display.header_facts(shipped_result("llmisvc-healthy-prefix-cache")))
     assert "LLMInferenceService" in llmisvc and "InferenceService" not in llmisvc
     assert "deployment mode" not in llmisvc
-    isvc = dict(display.header_facts(run(TriageParams(bundle=str(scenario_bundle("agent-readiness-404"))))))
+    isvc = dict(display.header_facts(shipped_result("agent-readiness-404")))
     assert "InferenceService" in isvc and isvc["deployment mode"] == "RawDeployment"

@@ -120,13 +120,15 @@ def _histogram_lines(family: HistogramFamily) -> list[str]:
         if "le" in series.labels:
             raise ValueError(f"histogram {family.name!r}: the label 'le' is reserved for buckets")
         labels = _labels(series.labels)
+        bucket_labels: dict[float, str] = {}  # the label set of each bound, built once per series, not per point
+        inf_labels = _labels({**series.labels, "le": "+Inf"})
         for point in sorted(series.points, key=lambda item: item.timestamp):
             _check_buckets(family.name, point)
             stamp = _number(point.timestamp)
             for bound, cumulative in point.buckets:
-                bucket_labels = _labels({**series.labels, "le": _number(bound)})
-                lines.append(f"{family.name}_bucket{bucket_labels} {_number(cumulative)} {stamp}")
-            inf_labels = _labels({**series.labels, "le": "+Inf"})
+                if bound not in bucket_labels:
+                    bucket_labels[bound] = _labels({**series.labels, "le": _number(bound)})
+                lines.append(f"{family.name}_bucket{bucket_labels[bound]} {_number(cumulative)} {stamp}")
             lines.append(f"{family.name}_bucket{inf_labels} {_number(point.count)} {stamp}")
             lines.append(f"{family.name}_sum{labels} {_number(point.sum)} {stamp}")
             lines.append(f"{family.name}_count{labels} {_number(point.count)} {stamp}")
