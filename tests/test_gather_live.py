@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tarfile
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -188,3 +189,30 @@ def bundle_bytes(archive: Path) -> dict[str, bytes]:
             if extracted is not None:
                 contents[member.name] = extracted.read()
     return contents
+
+
+def test_a_live_gather_reads_its_independent_lists_ahead_and_records_them_in_order(
+    serverless_api: FakeApiServer, kubeconfig: Path, connect: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Against a live API server the lists that depend on nothing read so far go out LiveCluster.parallel_reads at a
+    time (a round trip each on a real control plane); the records and objects are those of one read after another."""
+    threads: list[str] = []
+    plain_list = LiveCluster.list
+
+    def recording_list(self: LiveCluster, *arguments: object) -> list[KubeObject]:
+        threads.append(threading.current_thread().name)
+        return plain_list(self, *arguments)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LiveCluster, "list", recording_list)
+    evidence = gather(connect(kubeconfig), None, Target("llm", "vllm-llm"), WINDOW, OBSERVED_AT)
+    ahead = [name for name in threads if name.startswith("kube-read")]
+    assert len(ahead) == SELECTOR_LISTS + NAMESPACE_LISTS + 2  # + ClusterServingRuntime and Node
+    listed = [record.what for record in evidence.reads if " in llm" in record.what and "=" in record.what]
+    assert [what.split(".")[0].split(" ")[0] for what in listed] == [
+        "Service",
+        "Revision",
+        "PodAutoscaler",
+        "Deployment",
+        "ReplicaSet",
+        "Pod",
+    ]

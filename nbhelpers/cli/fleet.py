@@ -185,6 +185,7 @@ class SharedReads:
 
     def __init__(self, cluster: ClusterSource) -> None:
         self.mode = cluster.mode
+        self.parallel_reads = 1  # the memo below is shared by every read: one at a time
         self._cluster = cluster
         self._lists: dict[tuple[Kind, str | None, str | None], list[KubeObject] | ReadFailed] = {}
         self._gets: dict[tuple[Kind, str | None, str], KubeObject | ReadFailed | None] = {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
@@ -47,6 +47,18 @@ class _Reader:
         self.cluster = cluster
         self.records: list[ReadRecord] = []
         self.objects: dict[str, dict[str, KubeObject]] = {}
+        self._ahead: dict[tuple[str, str | None, str | None], Future[Any]] = {}
+
+    def read_ahead(self, lists: Iterable[tuple[kinds.Kind, str | None, str | None]]) -> None:
+        """Start these independent list reads now, ``cluster.parallel_reads`` at a time, when the source waits on
+        a server. :meth:`list` then takes each answer (or failure) when the gather reaches it, so the records, the
+        objects and their order are those of reads made one after the other."""
+        if self.cluster.parallel_reads <= 1:
+            return
+        pool = ThreadPoolExecutor(max_workers=self.cluster.parallel_reads, thread_name_prefix="kube-read")
+        for kind, namespace, selector in lists:
+            self._ahead[(kind.key, namespace, selector)] = pool.submit(self.cluster.list, kind, namespace, selector)
+        pool.shutdown(wait=False)  # the threads end with their reads; list() waits for each answer it needs
 
     def attempt(self, what: str, read: Callable[[], T]) -> T | None:
         try:
@@ -69,7 +81,11 @@ class _Reader:
 
     def list(self, kind: kinds.Kind, namespace: str | None, selector: str | None = None) -> list[KubeObject]:
         what = describe_list(kind, namespace, selector)
-        found = self.attempt(what, lambda: self.cluster.list(kind, namespace, selector))
+        started = self._ahead.pop((kind.key, namespace, selector), None)
+        read: Callable[[], list[KubeObject]] = (
+            started.result if started is not None else partial(self.cluster.list, kind, namespace, selector)
+        )
+        found = self.attempt(what, read)
         return self.keep(kind, found or [])
 
     def get(self, kind: kinds.Kind, namespace: str | None, name: str) -> KubeObject | None:
@@ -108,16 +124,26 @@ def gather(
     note("reading predictor objects")
     namespace = target.namespace
     selector = f"{kube.ISVC_LABEL}={target.isvc}"
-    for kind in (
+    labelled = (
         kinds.KNATIVE_SERVICE,
         kinds.KNATIVE_REVISION,
         kinds.POD_AUTOSCALER,
         kinds.DEPLOYMENT,
         kinds.REPLICA_SET,
-    ):
+    )
+    in_namespace = (*_SERVING_PATH_KINDS, kinds.VIRTUAL_SERVICE, kinds.HTTP_ROUTE, kinds.INGRESS, kinds.SERVING_RUNTIME)
+    reader.read_ahead(
+        [
+            *((kind, namespace, selector) for kind in (*labelled, kinds.POD)),
+            *((kind, namespace, None) for kind in in_namespace),
+            (kinds.CLUSTER_SERVING_RUNTIME, None, None),
+            (kinds.NODE, None, None),
+        ]
+    )
+    for kind in labelled:
         reader.list(kind, namespace, selector)
     pods = reader.list(kinds.POD, namespace, selector)
-    for kind in (*_SERVING_PATH_KINDS, kinds.VIRTUAL_SERVICE, kinds.HTTP_ROUTE, kinds.INGRESS, kinds.SERVING_RUNTIME):
+    for kind in in_namespace:
         reader.list(kind, namespace)
     reader.list(kinds.CLUSTER_SERVING_RUNTIME, None)
     _read_gateways(reader, namespace)

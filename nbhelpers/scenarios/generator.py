@@ -42,6 +42,7 @@ class ScenarioCluster:
     """A :class:`~nbhelpers.sources.base.ClusterSource` over generated objects and logs."""
 
     mode = "bundle"
+    parallel_reads = 1  # everything is in memory: nothing to wait for
 
     def __init__(self, spec: ScenarioSpec, objects: list[KubeObject], logs: dict[tuple[str, str, str, bool], str]):
         self.spec = spec

@@ -32,6 +32,8 @@ class ClusterSource(Protocol):
     """Read-only access to one cluster (live API server or a bundle)."""
 
     mode: str  # "live" | "bundle"
+    # gather() starts this many independent reads at once (1: one after the other, nothing to wait for).
+    parallel_reads: int
 
     def server_version(self) -> str | None: ...
 

@@ -407,6 +407,7 @@ class BundleCluster:
     """A :class:`~nbhelpers.sources.base.ClusterSource` over a bundle's objects and logs."""
 
     mode = "bundle"
+    parallel_reads = 1  # read from files: nothing to wait for
 
     def __init__(self, files: BundleFiles, manifest: Manifest) -> None:
         self.files = files

@@ -323,6 +323,9 @@ class LiveCluster:
     """A :class:`~nbhelpers.sources.base.ClusterSource` over a live API server (read-only)."""
 
     mode = "live"
+    # Each read waits on a round trip to the API server, not on this process: four in flight cut a triage's
+    # ~20 reads' wall time about fourfold on a real control plane, and keep its load on the server small.
+    parallel_reads = 4
 
     def __init__(
         self, kubeconfig: str | None, context: str | None, timeout_seconds: float, deadline: float | None = None
