@@ -417,36 +417,15 @@ class ColdStartJudge:
             severity = Severity.CRITICAL
             summary += f" Raised to critical: ≈{errors[0]:.0f} 5xx answers fell into the dips ({errors[1]})."
             evidence.append(f"5xx during the dips: {errors[1]}")
-        if self.evidence.target.is_llmisvc:
+        unpatched_fix = self._churn_fix_without_patch(longest)
+        if unpatched_fix is not None:
             return Finding(
                 code="COLDSTART_CHURN",
                 title=f"Ready pods fell and came back {len(valleys)} times in the window",
                 summary=summary,
                 objects=(self.isvc_ref,),
                 evidence=tuple(evidence),
-                fix=Fix(
-                    what="The autoscaler releases pods that take this long to start: in the LLMInferenceService's "
-                    f"spec.scaling (spec.prefill.scaling for prefill pods) keep them longer than {longest:.0f} s "
-                    "(keda.cooldownPeriod for KEDA, wva.hpa.behavior.scaleDown.stabilizationWindowSeconds for the "
-                    "HPA), or raise minReplicas to the count the dips fall from. KServe renders the ScaledObject or "
-                    "HPA from that spec (pkg/controller/v1alpha2/llmisvc/scaling.go). (No patch yet for an "
-                    "LLMInferenceService.)"
-                ),
-                severity=severity,
-            )
-        if not self.settings.serverless:
-            return Finding(
-                code="COLDSTART_CHURN",
-                title=f"Ready pods fell and came back {len(valleys)} times in the window",
-                summary=summary,
-                objects=(self.isvc_ref,),
-                evidence=tuple(evidence),
-                fix=Fix(
-                    what="The HPA scales down too soon for pods that take this long to start: lengthen its scale-down "
-                    f"stabilization (behavior.scaleDown.stabilizationWindowSeconds) beyond {longest:.0f} s, or raise "
-                    "spec.predictor.minReplicas to the count the dips fall from. The HPA belongs to KServe, so its "
-                    "behavior is set where the scale_target step says (no patch here)."
-                ),
+                fix=Fix(what=unpatched_fix),
                 severity=severity,
             )
         delay, setting = self.settings.scale_down_delay()
@@ -487,6 +466,27 @@ class ColdStartJudge:
             ),
             severity=severity,
         )
+
+    def _churn_fix_without_patch(self, longest: float) -> str | None:
+        """What to change where the scale-down delay is not an InferenceService annotation the tool can patch
+        (an LLMInferenceService's spec.scaling, KServe's HPA on RawDeployment); None on Serverless (KPA)."""
+        if self.evidence.target.is_llmisvc:
+            return (
+                "The autoscaler releases pods that take this long to start: in the LLMInferenceService's "
+                f"spec.scaling (spec.prefill.scaling for prefill pods) keep them longer than {longest:.0f} s "
+                "(keda.cooldownPeriod for KEDA, wva.hpa.behavior.scaleDown.stabilizationWindowSeconds for the "
+                "HPA), or raise minReplicas to the count the dips fall from. KServe renders the ScaledObject or "
+                "HPA from that spec (pkg/controller/v1alpha2/llmisvc/scaling.go). (No patch yet for an "
+                "LLMInferenceService.)"
+            )
+        if not self.settings.serverless:
+            return (
+                "The HPA scales down too soon for pods that take this long to start: lengthen its scale-down "
+                f"stabilization (behavior.scaleDown.stabilizationWindowSeconds) beyond {longest:.0f} s, or raise "
+                "spec.predictor.minReplicas to the count the dips fall from. The HPA belongs to KServe, so its "
+                "behavior is set where the scale_target step says (no patch here)."
+            )
+        return None
 
     def _not_churn(self, explained: dict[Valley, list[disruptions.Disruption]]) -> Finding:
         """The ready pods dipped, but a rollout, an eviction or a lost node took them: say so, as information."""
