@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fakeapi import FakeApiServer, write_kubeconfig  # noqa: E402
-from promharness import backfill, free_port, require_prometheus_binaries  # noqa: E402
+from promharness import openmetrics_text, prometheus_serving  # noqa: E402
 
 CHECKLIST = ROOT.parent / "shared" / "bench" / "kubectl_checklist.sh"
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -85,35 +84,6 @@ def _timed(command: list[str], env: dict[str, str], on_line: Callable[[str], boo
         wall = time.monotonic() - began
         peak = float(Path(rss.name).read_text().split()[-1]) / 1024
     return Sample(wall, verdict, 0, peak)
-
-
-def _start_prometheus(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    prometheus, promtool = require_prometheus_binaries()
-    data = backfill(promtool, workdir)
-    config = workdir / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [
-            prometheus,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={data}",
-            "--storage.tsdb.retention.time=10y",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    for _ in range(300):
-        try:
-            with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as answer:
-                if answer.status == 200:
-                    return process, url
-        except OSError:
-            time.sleep(0.1)
-    process.terminate()
-    raise SystemExit("bench: Prometheus did not become ready")
 
 
 def _median(values: list[float]) -> float:
@@ -199,8 +169,8 @@ def main() -> None:
         raise SystemExit(f"bench: the checklist {CHECKLIST} is not there")
     with tempfile.TemporaryDirectory(prefix="bench-vs-kubectl-") as scratch:
         workdir = Path(scratch)
-        prometheus, url = _start_prometheus(workdir)
-        try:
+        with prometheus_serving(openmetrics_text(), workdir) as prometheus:
+            url = prometheus.url
             for extra in (int(count) for count in options.extra_pods.split(",")):
                 # No bearer token: kubectl (client-go) does not send one over plain http, and a checklist answered
                 # 401 would time nothing but kubectl's start-up.
@@ -216,9 +186,6 @@ def main() -> None:
                         _profile(kubeconfig, url, workdir, Path(options.profile))
                 latency = f", API round trip {options.api_latency_ms:g} ms" if options.api_latency_ms else ""
                 _report(f"healthy one-pod RawDeployment, {extra} other pods in the namespace{latency}", samples)
-        finally:
-            prometheus.terminate()
-            prometheus.wait(10)
 
 
 if __name__ == "__main__":

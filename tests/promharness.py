@@ -627,11 +627,10 @@ def require_prometheus_binaries() -> tuple[str, str]:
     pytest.skip(message)
 
 
-def backfill(promtool: str, workdir: Path, text: str | None = None) -> Path:
-    """Write the OpenMetrics file (``text``, or the fixture incident's series) and turn it into TSDB blocks under
-    ``workdir/data``."""
+def backfill(promtool: str, workdir: Path, text: str) -> Path:
+    """Write the OpenMetrics ``text`` and turn it into TSDB blocks under ``workdir/data``."""
     source = workdir / "backfill.om"
-    source.write_text(openmetrics_text() if text is None else text)
+    source.write_text(text)
     data_dir = workdir / "data"
     done = subprocess.run(
         [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data_dir)],
@@ -670,45 +669,32 @@ def wait_ready(
 
 
 @contextmanager
-def prometheus_over(text: str, workdir: Path) -> Iterator[str]:
-    """A real Prometheus on 127.0.0.1 serving the OpenMetrics ``text`` (backfilled with promtool); yields its URL."""
+def prometheus_serving(text: str, workdir: Path) -> Iterator[PrometheusServer]:
+    """A real Prometheus on 127.0.0.1 serving the OpenMetrics ``text`` (backfilled with promtool into ``workdir``);
+    stopped on exit."""
     prometheus, promtool = require_prometheus_binaries()
     data_dir = backfill(promtool, workdir, text)
     config = workdir / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
+    config.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
+    log_file = workdir / "prometheus.log"
     url = f"http://127.0.0.1:{free_port()}"
     command = [
         prometheus,
         f"--config.file={config}",
         f"--storage.tsdb.path={data_dir}",
-        "--storage.tsdb.retention.time=100y",  # the backfilled window lies in the past: keep it
+        # The backfilled window lies in the past: keep it rather than letting retention delete it.
+        "--storage.tsdb.retention.time=100y",
         f"--web.listen-address={url.removeprefix('http://')}",
     ]
-    with serving_process(command, url, workdir / "prometheus.log"):
-        yield url
+    with serving_process(command, url, log_file):
+        yield PrometheusServer(url, log_file)
 
 
 @pytest.fixture(scope="session")
 def prometheus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
     """A real Prometheus on 127.0.0.1 serving the backfilled incident; stopped at the end of the session."""
-    prometheus, promtool = require_prometheus_binaries()
-    workdir = tmp_path_factory.mktemp("prometheus")
-    data_dir = backfill(promtool, workdir)
-    config = workdir / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
-    log_file = workdir / "prometheus.log"
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    command = [
-        prometheus,
-        f"--config.file={config}",
-        f"--storage.tsdb.path={data_dir}",
-        # The backfilled hour lies in the past: keep it rather than letting retention delete it.
-        "--storage.tsdb.retention.time=10y",
-        f"--web.listen-address=127.0.0.1:{port}",
-    ]
-    with serving_process(command, url, log_file):
-        yield PrometheusServer(url, log_file)
+    with prometheus_serving(openmetrics_text(), tmp_path_factory.mktemp("prometheus")) as server:
+        yield server
 
 
 @contextmanager

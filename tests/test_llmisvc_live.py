@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from builders import FIXTURES, comparable, load_yaml
 from fakeapi import FakeApiServer, crds_for_every_kind_read, write_kubeconfig
-from promharness import prometheus_over
+from promharness import prometheus_serving
 
 from nbhelpers.checks import STEPS, check_for
 from nbhelpers.evidence.capture import write_bundle
@@ -341,10 +341,10 @@ def test_llmisvc_scenarios_live_with_a_real_prometheus_give_the_bundles_findings
         fake_api.cluster.add_log(namespace, pod, container, text, previous)
     raw_series = generate(spec)[RAW_METRICS_FILE].decode()
     with (
-        prometheus_over(raw_series, tmp_path) as url,
+        prometheus_serving(raw_series, tmp_path) as prometheus,
         LiveCluster(str(kubeconfig), None, 5.0) as cluster,
     ):
-        metrics = LiveMetrics(url, None, None, {}, True, 10.0)
+        metrics = LiveMetrics(prometheus.url, None, None, {}, True, 10.0)
         live = gather(cluster, metrics, target(spec), spec.timeline.window, spec.timeline.captured_at)
     assert [record for record in live.failures() if record.status != "not_installed"] == []
     assert {name for name, origin in live.sources.items() if origin == "live"} >= {"cluster", "prometheus"}

@@ -5,18 +5,18 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 import yaml
-from promharness import free_port, require_prometheus_binaries
+from promharness import PrometheusServer, prometheus_serving
 from scenario_cache import bundle_files, shared_bundles
 
 from nbhelpers.checks import STEP_IDS
@@ -1536,51 +1536,16 @@ def test_validator_catches_a_deleted_pod_that_is_still_there(bundles: dict[str, 
 @pytest.fixture
 def prometheus_over(tmp_path: Path) -> Iterator[Callable[[bytes], str]]:
     """Backfill raw OpenMetrics with promtool and serve them with a real Prometheus on 127.0.0.1."""
-    prometheus, promtool = require_prometheus_binaries()
-    servers: list[subprocess.Popen[bytes]] = []
-    logs: list[IO[bytes]] = []
+    with ExitStack() as servers:
 
-    def start(raw: bytes) -> str:
-        work = tmp_path / f"prometheus-{len(servers)}"
-        work.mkdir()
-        (work / "raw.om").write_bytes(raw)
-        backfilled = subprocess.run(
-            [promtool, "tsdb", "create-blocks-from", "openmetrics", "raw.om", "data"],
-            cwd=work,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert backfilled.returncode == 0, backfilled.stderr[-2000:]
-        (work / "prometheus.yml").write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
-        port = free_port()
-        log = (work / "prometheus.log").open("wb")
-        logs.append(log)
-        command = [
-            prometheus,
-            "--config.file=prometheus.yml",
-            "--storage.tsdb.path=data",
-            "--storage.tsdb.retention.time=100y",  # the backfilled hour lies in the past: keep it
-            f"--web.listen-address=127.0.0.1:{port}",
-        ]
-        servers.append(subprocess.Popen(command, cwd=work, stdout=log, stderr=subprocess.STDOUT))
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as answer:
-                    if answer.status == 200:
-                        return url
-            except OSError:
-                time.sleep(0.1)
-        raise AssertionError(f"Prometheus did not start: {(work / 'prometheus.log').read_text()[-2000:]}")
+        def start(raw: bytes) -> str:
+            work = tmp_path / f"prometheus-{len(started)}"
+            work.mkdir()
+            started.append(servers.enter_context(prometheus_serving(raw.decode(), work)))
+            return started[-1].url
 
-    yield start
-    for server in servers:
-        server.terminate()
-        server.wait(timeout=10)
-    for log in logs:
-        log.close()
+        started: list[PrometheusServer] = []
+        yield start
 
 
 def samples_by_labels(result: list[dict[str, Any]]) -> dict[tuple[tuple[tuple[str, str], ...], float], float]:
